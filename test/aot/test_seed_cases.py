@@ -1,0 +1,56 @@
+"""The project's seed cases (viewreplay.cases), on stock and patched torch.
+
+Stock 2.13.0 regenerates ``g`` (an output aliasing its input) with as_strided()
+under dynamic shapes; patched torch replays ViewBackward0. ``f`` and ``h`` are
+regenerated without as_strided() by both.
+"""
+
+import torch
+from torch.testing._internal.common_utils import (
+    instantiate_parametrized_tests,
+    parametrize,
+    run_tests,
+    TestCase,
+)
+
+from view_replay_testing import PATCHED, strict_view_replay, fallback_counts
+from viewreplay.cases import probe, SEED_CASES
+
+
+SEEDS = {case.name: case for case in SEED_CASES}
+
+
+class TestSeedCases(TestCase):
+    @parametrize("dynamic", [False, True])
+    @parametrize("name", ["f", "g", "h"])
+    def test_seed_case_aot_eager(self, name: str, dynamic: bool) -> None:
+        with strict_view_replay():
+            record = probe(SEEDS[name], backend="aot_eager", dynamic=dynamic)
+        self.assertTrue(record["values_equal"])
+        self.assertTrue(record["grad_equal"])
+        if name == "g" and dynamic and not PATCHED:
+            # The bug: the input alias falls back to as_strided().
+            self.assertEqual(record["grad_fns"], ["AsStridedBackward0"])
+            self.assertEqual(record["as_strided_nodes"], 1)
+            return
+        expected = {"f": ["ViewBackward0"], "g": ["ViewBackward0"], "h": ["CompiledFunctionBackward"]}
+        self.assertEqual(record["grad_fns"], expected[name])
+        self.assertEqual(record["as_strided_nodes"], 0)
+        if PATCHED:
+            self.assertEqual(record["fallbacks"], {})
+
+    def test_seed_g_inductor_dynamic(self) -> None:
+        with strict_view_replay():
+            record = probe(SEEDS["g"], backend="inductor", dynamic=True)
+        self.assertTrue(record["values_equal"])
+        self.assertTrue(record["grad_equal"])
+        expected = "ViewBackward0" if PATCHED else "AsStridedBackward0"
+        self.assertEqual(record["grad_fns"], [expected])
+        if PATCHED:
+            self.assertEqual(fallback_counts(), {})
+
+
+instantiate_parametrized_tests(TestSeedCases)
+
+if __name__ == "__main__":
+    run_tests()

@@ -1,0 +1,88 @@
+"""Shared helpers of the view-replay AOT tests.
+
+Every test module here runs under stock torch 2.13.0 (documenting the bugs)
+and under the patched wheel (showing the fixes); ``PATCHED`` says which.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+
+from viewreplay.cases import autograd_nodes, view_replay_installed
+
+
+PATCHED = view_replay_installed()
+
+
+@contextlib.contextmanager
+def strict_view_replay() -> Iterator[None]:
+    """Make any as_strided fallback raise (patched torch); a no-op on stock torch."""
+    if not PATCHED:
+        yield
+        return
+    from torch._functorch._aot_autograd.view_replay import config
+
+    with config.patch(strict=True):
+        yield
+
+
+def fallback_counts() -> dict[str, int]:
+    return dict(counters["view_replay_fallback"])
+
+
+def as_tuple(out: Any) -> tuple[Any, ...]:
+    return out if isinstance(out, (tuple, list)) else (out,)
+
+
+def storage_sharing(outs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> list[list[bool]]:
+    """For each output, which inputs and which other outputs share its storage."""
+    everything = list(inputs) + list(outs)
+    return [
+        [o.untyped_storage().data_ptr() == t.untyped_storage().data_ptr() for t in everything]
+        for o in outs
+    ]
+
+
+def eager_and_compiled(
+    fn: Callable[..., Any], compiled: Callable[..., Any], make_inputs: Callable[[], list[torch.Tensor]]
+) -> tuple[tuple[Any, ...], tuple[Any, ...], list[torch.Tensor], list[torch.Tensor]]:
+    """Run ``fn`` eagerly and ``compiled`` on equal fresh inputs; return outputs and inputs."""
+    eager_inputs = make_inputs()
+    compiled_inputs = [t.detach().clone().requires_grad_(t.requires_grad) for t in eager_inputs]
+    return (
+        as_tuple(fn(*eager_inputs)),
+        as_tuple(compiled(*compiled_inputs)),
+        eager_inputs,
+        compiled_inputs,
+    )
+
+
+def backward_all(outs: Sequence[Any]) -> None:
+    """Back-propagate a weighted sum of every differentiable output."""
+    loss = None
+    for i, o in enumerate(outs):
+        if isinstance(o, torch.Tensor) and o.requires_grad:
+            if o.is_complex():
+                o = torch.view_as_real(o)
+            term = (o.float() * (i + 1)).sum()
+            loss = term if loss is None else loss + term
+    if loss is not None:
+        loss.backward()
+
+
+__all__ = [
+    "PATCHED",
+    "as_tuple",
+    "autograd_nodes",
+    "backward_all",
+    "eager_and_compiled",
+    "fallback_counts",
+    "storage_sharing",
+    "strict_view_replay",
+]

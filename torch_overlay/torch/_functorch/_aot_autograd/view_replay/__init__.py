@@ -1,0 +1,52 @@
+"""
+View replay for aliased outputs of AOTAutograd.
+
+Note [View replay for aliased outputs]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A compiled graph cannot return, from inside its autograd.Function, an output
+that aliases a graph input or intermediate: AOTAutograd regenerates such
+outputs at runtime, outside the function, as views of the real base. When the
+view chain is replayed with the real view ops, the output's backward holds
+eager's nodes (ViewBackward0, SliceBackward0, ...); otherwise it holds
+AsStridedBackward0, which is slow and unsupported by some tensor subclasses.
+
+This package owns that regeneration (it is installed into torch by the
+view-replay patch series):
+  * plan.py     compile time: plans the replay of view chains with symbolic
+                arguments (Note [Symbolic view replay]);
+  * symbols.py  compile time: binds each free symbol to a runtime value;
+  * replay.py   runtime: replays, verifies the metadata against the graph's
+                output, and otherwise falls back;
+  * fallback.py the single as_strided() fallback point, which counts, logs
+                and (in strict mode) raises (Note [View replay fallback]);
+  * config.py   flags.
+
+The graph's output for an alias is produced below autograd's ADInplaceOrView
+handling (or by inductor's reinterpret_tensor), so autograd recorded no view
+function for it: its ``_view_func`` would silently call as_strided(). It is
+therefore only consulted for fake targets, while tracing synthetic bases.
+"""
+
+from . import config
+from .fallback import FallbackReason, ViewReplayFallbackError
+from .plan import (
+    attach_replay_plan,
+    inputs_read_by_replay,
+    make_view_meta_sequence_runtime_safe,
+    UnplannableView,
+    ViewReplayPlan,
+)
+from .replay import regenerate_alias
+
+
+__all__ = [
+    "FallbackReason",
+    "UnplannableView",
+    "ViewReplayFallbackError",
+    "ViewReplayPlan",
+    "attach_replay_plan",
+    "config",
+    "inputs_read_by_replay",
+    "make_view_meta_sequence_runtime_safe",
+    "regenerate_alias",
+]

@@ -1,0 +1,281 @@
+"""
+Compile-time planning of symbolic view replay.
+
+Note [Symbolic view replay]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Functionalization records, for every output that is a view, the ViewMeta
+sequence that produced it from its base. With static shapes AOTAutograd replays
+that sequence at runtime (apply_view_meta_sequence), so the regenerated output
+gets the eager autograd nodes (SliceBackward0, TBackward0, ...). Upstream skips
+sequences with symbolic arguments (``x[: x.shape[0] // 2]`` under dynamic
+shapes) and drops them before caching, so such outputs fall back to
+as_strided() and get AsStridedBackward0.
+
+We plan those sequences once, at compile time:
+  1. every SymInt argument of every ViewMeta is turned into a sympy expression;
+  2. every free symbol gets a SymbolLocator (symbols.py) on the runtime values;
+  3. the whole chain is rendered to the source of one Python function that
+     reads the symbols, evaluates the expressions with plain integer
+     arithmetic, rebuilds each ViewMeta with concrete arguments and replays the
+     sequence on the real base.
+The plan is checked at compile time by evaluating the rendered source on the
+symbols' hints and comparing with the hints of the original arguments.
+A plan stores only strings and names, so it pickles into the AOTAutograd cache;
+the function is compiled from its source once per process (no sympy, and no
+planning, at runtime). Anything that cannot be planned yields an
+UnplannableView carrying the reason, and the runtime goes to the fallback point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import sympy
+
+import torch
+from torch import Tensor
+from torch._C import _functionalization
+from torch.utils._sympy.printers import PythonPrinter
+
+from .fallback import FallbackReason
+from .symbols import locate_symbols, RuntimeSource
+
+
+@dataclasses.dataclass(frozen=True)
+class UnplannableView:
+    """A view chain that cannot be replayed; the runtime falls back with this reason."""
+
+    reason: FallbackReason
+    detail: str
+
+
+class _Renderer:
+    """Renders ViewMeta argument tuples as Python source; collects free symbols and globals."""
+
+    def __init__(self) -> None:
+        self.printer = PythonPrinter()
+        self.symbols: set[sympy.Symbol] = set()
+        self.global_names: dict[str, str] = {}  # python name -> qualified constant
+
+    def render(self, value: object) -> str:
+        if isinstance(value, torch.SymInt):
+            expr = value.node.expr
+            self.symbols |= expr.free_symbols
+            return f"({self.printer.doprint(expr)})"
+        if isinstance(value, bool) or value is None:
+            return repr(value)
+        if isinstance(value, int):
+            return repr(value)
+        if isinstance(value, _functionalization.InverseReturnMode):
+            name = f"_irm_{value.name}"
+            self.global_names[name] = f"InverseReturnMode.{value.name}"
+            return name
+        if isinstance(value, (list, tuple)):
+            items = ", ".join(self.render(v) for v in value)
+            return f"[{items}]" if isinstance(value, list) else f"({items},)"
+        raise _Unrenderable(f"unsupported ViewMeta argument {value!r} ({type(value).__name__})")
+
+
+class _Unrenderable(Exception):
+    pass
+
+
+def _resolve_constant(qualname: str) -> object:
+    obj: Any = _functionalization
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+@dataclasses.dataclass
+class ViewReplayPlan:
+    """A view chain whose symbolic arguments are resolved from runtime values.
+
+    Only ``source`` and ``constants`` are pickled; the replay function is
+    compiled from them on first use in each process.
+    """
+
+    # Names of the ViewMeta classes, in order (for logs and reprs).
+    view_metas: tuple[str, ...]
+    # Source of ``def replay(base, target, inputs)``.
+    source: str
+    # Python name in ``source`` -> qualified name under torch._C._functionalization.
+    constants: dict[str, str]
+    # Indices of the graph inputs that the replay reads; the runtime wrapper
+    # keeps them alive for the epilogue (see inputs_read_by_replay).
+    input_indices: tuple[int, ...]
+    _fn: Callable[[Tensor, Tensor, Mapping[int, object] | None], Tensor] | None = dataclasses.field(
+        default=None, repr=False, compare=False
+    )
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        state["_fn"] = None
+        return state
+
+    @property
+    def replay(self) -> Callable[[Tensor, Tensor, Mapping[int, object] | None], Tensor]:
+        if self._fn is None:
+            scope: dict[str, object] = {
+                name: _resolve_constant(qualname) for name, qualname in self.constants.items()
+            }
+            scope["_apply"] = _functionalization.apply_view_meta_sequence
+            code = compile(self.source, "<view_replay plan>", "exec")
+            exec(code, scope)
+            self._fn = scope["replay"]  # type: ignore[assignment]
+        return self._fn  # type: ignore[return-value]
+
+
+def _hint(value: object) -> object:
+    if isinstance(value, torch.SymInt):
+        return value.node.hint
+    if isinstance(value, (list, tuple)):
+        return type(value)(_hint(v) for v in value)
+    return value
+
+
+def plan_view_replay(
+    view_metas: Sequence[Any],
+    *,
+    base: Tensor | None,
+    target: Tensor,
+    inputs: Sequence[object],
+) -> ViewReplayPlan | UnplannableView:
+    """Plan the replay of a ViewMeta sequence that has symbolic arguments."""
+    from . import config
+
+    names = tuple(type(vm).__name__ for vm in view_metas)
+    if not config.replay_symbolic_views:
+        return UnplannableView(FallbackReason.SYMBOLIC_REPLAY_DISABLED, f"view chain {names}")
+
+    renderer = _Renderer()
+    rendered_args: list[str] = []
+    try:
+        for vm in view_metas:
+            # The first element is has_symbolic_inputs: the rebuilt ViewMeta is concrete.
+            rendered_args.append(renderer.render((False,) + tuple(vm.as_tuple()[1:])))
+    except _Unrenderable as e:
+        return UnplannableView(FallbackReason.UNBOUND_SYMBOL, f"view chain {names}: {e}")
+
+    locators, unbound = locate_symbols(
+        renderer.symbols, base=base, target=target, inputs=inputs
+    )
+    if unbound:
+        return UnplannableView(
+            FallbackReason.UNBOUND_SYMBOL,
+            f"view chain {names}: no runtime source for {sorted(map(str, unbound))}",
+        )
+
+    ordered = sorted(locators.items(), key=lambda kv: str(kv[0]))
+    lines = ["def replay(base, target, inputs):"]
+    lines += [f"    {sym} = {loc.python_expr()}" for sym, loc in ordered]
+    steps = ", ".join(f"_vm{i}({args})" for i, args in enumerate(rendered_args))
+    lines.append(f"    return _apply(base, [{steps}])")
+    constants = dict(renderer.global_names)
+    constants.update({f"_vm{i}": name for i, name in enumerate(names)})
+    plan = ViewReplayPlan(
+        view_metas=names,
+        source="\n".join(lines) + "\n",
+        constants=constants,
+        input_indices=tuple(
+            sorted({loc.input_index for _, loc in ordered if loc.source is RuntimeSource.INPUT})  # type: ignore[type-var]
+        ),
+    )
+    problem = _check_against_hints(ordered, renderer, rendered_args, view_metas)
+    if problem is not None:
+        return UnplannableView(FallbackReason.UNBOUND_SYMBOL, f"view chain {names}: {problem}")
+    return plan
+
+
+def _check_against_hints(
+    ordered: list[tuple[sympy.Symbol, Any]],
+    renderer: _Renderer,
+    rendered_args: list[str],
+    view_metas: Sequence[Any],
+) -> str | None:
+    """Evaluate the rendered arguments on the symbols' hints; they must equal the original hints.
+
+    Unbacked symbols have no hint; their expressions are checked at runtime by
+    the metadata verification instead.
+    """
+    shape_env = None
+    for vm in view_metas:
+        for value in vm.as_tuple():
+            for v in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(v, torch.SymInt):
+                    shape_env = v.node.shape_env
+                    break
+    if shape_env is None:
+        return None
+    env: dict[str, object] = {}
+    for sym, _ in ordered:
+        if sym not in shape_env.backed_var_to_val:
+            return None
+        env[str(sym)] = int(shape_env.backed_var_to_val[sym])
+    scope: dict[str, object] = {
+        name: _resolve_constant(qualname) for name, qualname in renderer.global_names.items()
+    }
+    scope.update(env)
+    for vm, rendered in zip(view_metas, rendered_args):
+        try:
+            value = eval(rendered, scope)  # noqa: S307 - source rendered by us above
+        except Exception as e:  # noqa: BLE001
+            return f"rendered arguments {rendered} do not evaluate: {e}"
+        expected = (False,) + tuple(_hint(v) for v in vm.as_tuple()[1:])
+        if _normalize(value) != _normalize(expected):
+            return f"rendered arguments {rendered} evaluate to {value}, expected {expected}"
+    return None
+
+
+def _normalize(value: object) -> object:
+    if isinstance(value, (list, tuple)):
+        return tuple(_normalize(v) for v in value)
+    return value
+
+
+def attach_replay_plan(
+    view_meta_sequence: Any,
+    out: Tensor,
+    *,
+    base: Tensor | None,
+    inputs: Sequence[object],
+) -> None:
+    """Compile-time hook: give a ViewMetaSequence with symbolic arguments its replay plan.
+
+    ``base`` is the (functional) tensor the output will be regenerated from at
+    runtime; ``inputs`` are the graph's flat (functional) inputs. Sequences
+    without symbolic arguments get ``replay_plan = None``: the runtime replays
+    their ViewMetas as they are.
+    """
+    sequence = view_meta_sequence.sequence
+    if any(vm.has_symbolic_inputs for vm in sequence):
+        view_meta_sequence.replay_plan = plan_view_replay(
+            sequence, base=base, target=out, inputs=inputs
+        )
+    else:
+        view_meta_sequence.replay_plan = None
+
+
+def inputs_read_by_replay(view_meta_sequence: Any) -> tuple[int, ...]:
+    """Runtime-wrapper hook: indices of graph inputs that an output's replay plan reads."""
+    plan = getattr(view_meta_sequence, "replay_plan", None)
+    return plan.input_indices if isinstance(plan, ViewReplayPlan) else ()
+
+
+def make_view_meta_sequence_runtime_safe(view_meta_sequence: Any) -> Any:
+    """Cache hook: a picklable copy of a symbolic ViewMetaSequence.
+
+    The symbolic ViewMetas and the SymInt metadata key hold SymInts, which do
+    not pickle; the replay plan replaces them at runtime.
+    """
+    safe = object.__new__(type(view_meta_sequence))
+    safe.sequence = []
+    safe.metadata = None
+    safe.replay_plan = getattr(
+        view_meta_sequence,
+        "replay_plan",
+        UnplannableView(FallbackReason.NO_VIEW_META, "symbolic view chain was not planned"),
+    )
+    return safe

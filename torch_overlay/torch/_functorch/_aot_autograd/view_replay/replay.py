@@ -1,0 +1,159 @@
+"""
+Runtime regeneration of aliased outputs.
+
+:func:`regenerate_alias` replaces the body of AOTAutograd's
+``gen_alias_from_base``: it replays the output's view chain off the real base
+(the recorded ViewMetas, or the symbolic plan of plan.py), verifies the result's
+metadata against the graph's own output, and otherwise goes to the single
+fallback point (fallback.py). See Note [View replay for aliased outputs].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from torch import Tensor
+from torch._C import _functionalization
+from torch._subclasses.fake_tensor import is_fake
+
+from .fallback import as_strided_fallback, FallbackReason, record_fallback
+from .plan import UnplannableView
+
+
+def same_layout(a: Tensor, b: Tensor) -> bool:
+    """Whether two views address the same elements of a storage in the same order.
+
+    Strides of dimensions of size 1 (and all strides of empty tensors) are not
+    observable, so they may differ.
+    """
+    if a.dtype != b.dtype or a.size() != b.size():
+        return False
+    if a.numel() == 0:
+        return True
+    if a.storage_offset() != b.storage_offset():
+        return False
+    return all(
+        size == 1 or sa == sb for size, sa, sb in zip(a.size(), a.stride(), b.stride())
+    )
+
+
+def _patch_requires_grad(out: Tensor, base: Tensor, target_requires_grad: bool) -> Tensor:
+    # The regenerated view inherits requires_grad from the real base; the
+    # compiled output may differ (e.g. an output computed under no_grad).
+    if base.requires_grad and not target_requires_grad:
+        return out.detach()
+    if not base.requires_grad and target_requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def _fallback(
+    base: Tensor, target: Tensor, reason: FallbackReason, detail: str
+) -> Tensor:
+    return as_strided_fallback(
+        base,
+        target.size(),
+        target.stride(),
+        target.storage_offset(),
+        target.dtype,
+        reason,
+        detail,
+    )
+
+
+def _replay(
+    base: Tensor,
+    target: Tensor,
+    view_meta_sequence: Any,
+    inputs: Mapping[int, object] | None,
+) -> Tensor:
+    plan = getattr(view_meta_sequence, "replay_plan", None)
+    if plan is None:
+        if any(vm.has_symbolic_inputs for vm in view_meta_sequence.sequence):
+            return _fallback(
+                base, target, FallbackReason.NO_VIEW_META,
+                f"{view_meta_sequence!r} has symbolic arguments but no replay plan",
+            )
+        steps = view_meta_sequence.sequence
+        try:
+            out = _functionalization.apply_view_meta_sequence(base, steps)
+        except RuntimeError as e:
+            return _fallback(base, target, FallbackReason.REPLAY_ERROR, f"{view_meta_sequence!r}: {e}")
+        described = repr(view_meta_sequence)
+    elif isinstance(plan, UnplannableView):
+        return _fallback(base, target, plan.reason, plan.detail)
+    else:
+        if plan.input_indices and inputs is None:
+            return _fallback(
+                base, target, FallbackReason.UNBOUND_SYMBOL,
+                f"view chain {plan.view_metas} reads graph inputs, which were not passed",
+            )
+        try:
+            out = plan.replay(base, target, inputs)
+        except RuntimeError as e:
+            return _fallback(base, target, FallbackReason.REPLAY_ERROR, f"view chain {plan.view_metas}: {e}")
+        described = f"view chain {plan.view_metas}"
+    if not same_layout(out, target):
+        return _fallback(
+            base, target, FallbackReason.METADATA_MISMATCH,
+            f"{described}: replayed size={tuple(out.size())} stride={out.stride()} "
+            f"offset={out.storage_offset()} dtype={out.dtype}, output size={tuple(target.size())} "
+            f"stride={target.stride()} offset={target.storage_offset()} dtype={target.dtype}",
+        )
+    return out
+
+
+def _replay_view_func(base: Tensor, target: Tensor) -> Tensor:
+    """Trace-time regeneration of a fake view off another base via its recorded view function."""
+    recorded_base = target._base
+    if base is not recorded_base and (
+        base.size() != recorded_base.size()
+        or base.stride() != recorded_base.stride()
+        or base.storage_offset() != recorded_base.storage_offset()
+    ):
+        record_fallback(
+            FallbackReason.BASE_METADATA_MISMATCH,
+            f"base size={tuple(base.size())} stride={base.stride()}, recorded base "
+            f"size={tuple(recorded_base.size())} stride={recorded_base.stride()}",
+        )
+        base = base.as_strided(
+            recorded_base.size(), recorded_base.stride(), recorded_base.storage_offset()
+        )
+    out = target._view_func(base)
+    if out is None or out.shape != target.shape:
+        return _fallback(
+            base, target, FallbackReason.VIEW_FUNC_MISMATCH,
+            f"view function gave {None if out is None else tuple(out.shape)}, "
+            f"expected {tuple(target.shape)}",
+        )
+    return out
+
+
+def regenerate_alias(
+    aliased_base_tensor: Tensor,
+    target_meta_tensor: Tensor,
+    target_requires_grad: bool,
+    target_view_meta_sequence: Any = None,
+    *,
+    replay_views: bool,
+    inputs: Mapping[int, object] | None = None,
+) -> Tensor:
+    """Regenerate ``target_meta_tensor`` as a view of ``aliased_base_tensor``.
+
+    ``target_meta_tensor`` is the graph's own output for this alias (or, while
+    tracing synthetic bases, a fake view); ``inputs`` maps graph input indices
+    to the runtime inputs kept for the epilogue, read by plans whose symbols
+    come from them.
+    """
+    base = aliased_base_tensor
+    target = target_meta_tensor
+    if replay_views and target_view_meta_sequence is not None:
+        out = _replay(base, target, target_view_meta_sequence, inputs)
+    elif is_fake(target) and target._base is not None:
+        out = _replay_view_func(base, target)
+    elif not replay_views:
+        out = _fallback(base, target, FallbackReason.REPLAY_DISABLED, f"output of size {tuple(target.size())}")
+    else:
+        out = _fallback(base, target, FallbackReason.NO_VIEW_META, f"output of size {tuple(target.size())}")
+    return _patch_requires_grad(out, base, target_requires_grad)
