@@ -5,7 +5,6 @@ stock branch of each test); the patched wheel records every one.
 """
 
 import json
-import logging
 import os
 import subprocess
 import sys

@@ -5,7 +5,6 @@ under dynamic shapes; patched torch replays ViewBackward0. ``f`` and ``h`` are
 regenerated without as_strided() by both.
 """
 
-import torch
 from torch.testing._internal.common_utils import (
     instantiate_parametrized_tests,
     parametrize,

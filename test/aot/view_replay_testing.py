@@ -69,7 +69,7 @@ def backward_all(outs: Sequence[Any]) -> None:
     for i, o in enumerate(outs):
         if isinstance(o, torch.Tensor) and o.requires_grad:
             if o.is_complex():
-                o = torch.view_as_real(o)
+                o = torch.view_as_real(o.resolve_conj())
             term = (o.float() * (i + 1)).sum()
             loss = term if loss is None else loss + term
     if loss is not None:

@@ -1,31 +1,30 @@
-"""``viewreplay report``: the seed cases on stock and on patched torch, side by side."""
+"""``viewreplay report`` and ``viewreplay sweep``: stock and patched torch, side by side.
+
+Each runs a probe module (``viewreplay.cases`` or ``viewreplay.sweep``) under
+the two interpreters and compares the JSON they print.
+"""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from typing import Any
 
-
-class ReportError(RuntimeError):
-    pass
+from viewreplay import ViewReplayError
 
 
-def collect(python: str, backends: list[str]) -> dict[str, Any]:
-    """Run ``python -m viewreplay.cases`` under ``python`` and return its JSON."""
-    cmd = [python, "-m", "viewreplay.cases"]
-    for backend in backends:
-        cmd += ["--backend", backend]
+def collect(python: str, module: str, args: list[str]) -> dict[str, Any]:
+    """Run ``python -m module *args`` and return the JSON it prints."""
+    cmd = [python, "-m", module, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise ReportError(
+        raise ViewReplayError(
             f"{' '.join(cmd)} failed with exit code {proc.returncode}:\n{proc.stderr[-4000:]}"
         )
     try:
         return json.loads(proc.stdout)
     except json.JSONDecodeError as e:
-        raise ReportError(f"{' '.join(cmd)} printed no JSON report: {e}\n{proc.stdout[-2000:]}") from e
+        raise ViewReplayError(f"{' '.join(cmd)} printed no JSON report: {e}\n{proc.stdout[-2000:]}") from e
 
 
 def _cell(record: dict[str, Any], recorded: bool) -> str:
@@ -55,21 +54,42 @@ def render(stock: dict[str, Any], patched: dict[str, Any]) -> str:
         key = (s["case"], s["backend"], s["dynamic"])
         p = patched_by_key.get(key)
         if p is None:
-            raise ReportError(f"patched run has no record for {key}")
+            raise ViewReplayError(f"patched run has no record for {key}")
         lines.append(f"| {s['case']} | {s['backend']} | {s['dynamic']} | {_cell(s, stock['view_replay'])} | {_cell(p, patched['view_replay'])} |")
     return "\n".join(lines)
 
 
-def run(stock_python: str, patched_python: str, backends: list[str]) -> int:
-    try:
-        stock = collect(stock_python, backends)
-        patched = collect(patched_python, backends)
-        if stock["view_replay"]:
-            raise ReportError(f"{stock_python} is not stock torch: it has the view_replay overlay")
-        if not patched["view_replay"]:
-            raise ReportError(f"{patched_python} is not patched torch: view_replay is missing")
-        print(render(stock, patched))
-    except ReportError as e:
-        print(f"viewreplay report: {e}", file=sys.stderr)
-        return 1
-    return 0
+def _collect_both(
+    stock_python: str, patched_python: str, module: str, args: list[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    stock = collect(stock_python, module, args)
+    patched = collect(patched_python, module, args)
+    if stock["view_replay"]:
+        raise ViewReplayError(f"{stock_python} is not stock torch: it has the view_replay overlay")
+    if not patched["view_replay"]:
+        raise ViewReplayError(f"{patched_python} is not patched torch: view_replay is missing")
+    return stock, patched
+
+
+def run_report(stock_python: str, patched_python: str, backends: list[str]) -> str:
+    """The seed cases' table."""
+    args = [arg for backend in backends for arg in ("--backend", backend)]
+    return render(*_collect_both(stock_python, patched_python, "viewreplay.cases", args))
+
+
+def run_sweep(stock_python: str, patched_python: str, backend: str) -> str:
+    """The sweep's summary: programs whose compiled outputs carry extra AsStridedBackward0 nodes."""
+    stock, patched = _collect_both(
+        stock_python, patched_python, "viewreplay.sweep", ["--backend", backend]
+    )
+    lines = [f"sweep: {len(stock['counts'])} programs, backend={backend}, dynamic=True, 3 sizes each"]
+    for label, run in (("stock", stock), ("patched", patched)):
+        bad = sorted(name for name, n in run["counts"].items() if n > 0)
+        nodes = sum(run["counts"].values())
+        lines.append(
+            f"{label:8s} torch {run['torch']}: {len(bad)} programs with AsStridedBackward0 "
+            f"beyond eager ({nodes} nodes)"
+        )
+        if bad:
+            lines.append("         " + ", ".join(bad))
+    return "\n".join(lines)

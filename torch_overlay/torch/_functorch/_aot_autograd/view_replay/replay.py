@@ -38,12 +38,13 @@ def same_layout(a: Tensor, b: Tensor) -> bool:
     )
 
 
-def _patch_requires_grad(out: Tensor, base: Tensor, target_requires_grad: bool) -> Tensor:
+def _patch_requires_grad(out: Tensor, target_requires_grad: bool) -> Tensor:
     # The regenerated view inherits requires_grad from the real base; the
     # compiled output may differ (e.g. an output computed under no_grad).
-    if base.requires_grad and not target_requires_grad:
+    # A replayed chain that already drops it (through detach) stays a view.
+    if out.requires_grad and not target_requires_grad:
         return out.detach()
-    if not base.requires_grad and target_requires_grad:
+    if not out.requires_grad and target_requires_grad:
         out.requires_grad_(True)
     return out
 
@@ -156,4 +157,4 @@ def regenerate_alias(
         out = _fallback(base, target, FallbackReason.REPLAY_DISABLED, f"output of size {tuple(target.size())}")
     else:
         out = _fallback(base, target, FallbackReason.NO_VIEW_META, f"output of size {tuple(target.size())}")
-    return _patch_requires_grad(out, base, target_requires_grad)
+    return _patch_requires_grad(out, target_requires_grad)
