@@ -38,13 +38,16 @@ class TestSeedCases(TestCase):
         if PATCHED:
             self.assertEqual(record["fallbacks"], {})
 
-    def test_seed_g_inductor_dynamic(self) -> None:
+    @parametrize("name", ["f", "g"])
+    def test_seed_case_inductor_dynamic(self, name: str) -> None:
+        # Stock: both of f's intermediate aliases and g's input alias fall back.
         with strict_view_replay():
-            record = probe(SEEDS["g"], backend="inductor", dynamic=True)
+            record = probe(SEEDS[name], backend="inductor", dynamic=True)
         self.assertTrue(record["values_equal"])
         self.assertTrue(record["grad_equal"])
         expected = "ViewBackward0" if PATCHED else "AsStridedBackward0"
         self.assertEqual(record["grad_fns"], [expected])
+        self.assertEqual(record["as_strided_nodes"], 0 if PATCHED else {"f": 2, "g": 1}[name])
         if PATCHED:
             self.assertEqual(fallback_counts(), {})
 

@@ -40,6 +40,14 @@ from viewreplay.sweep import (
 )
 
 
+# Programs where stock 2.13.0 deviates from eager, and how; the patched wheel must not.
+STOCK_DEVIATIONS = {
+    # gen_alias_from_base() detaches the replayed x.detach()[...] once more,
+    # so the output is no longer a view.
+    "detach-input": "is_view",
+}
+
+
 class TestSymbolicViewReplaySweep(TestCase):
     def test_every_dense_view_meta_is_covered(self) -> None:
         # The sweep's table names a program for every ViewMeta that
@@ -69,8 +77,11 @@ class TestSymbolicViewReplaySweep(TestCase):
                     self.assertEqual(o.storage_offset(), r.storage_offset())
                     self.assertEqual(o.dtype, r.dtype)
                     self.assertEqual(o.requires_grad, r.requires_grad)
-                    if not program.multi_output:
-                        # Upstream hides multi-output view aliasing: issue 5.
+                    if program.multi_output:
+                        pass  # Upstream hides multi-output view aliasing: issue 5.
+                    elif not PATCHED and STOCK_DEVIATIONS.get(name) == "is_view":
+                        self.assertNotEqual(o._is_view(), r._is_view())
+                    else:
                         self.assertEqual(o._is_view(), r._is_view())
                     self.assertEqual(o, r)
                 self.assertEqual(storage_sharing(out, out_in), storage_sharing(ref, ref_in))

@@ -21,10 +21,9 @@ view-replay patch series):
                 and (in strict mode) raises (Note [View replay fallback]);
   * config.py   flags.
 
-The graph's output for an alias is produced below autograd's ADInplaceOrView
-handling (or by inductor's reinterpret_tensor), so autograd recorded no view
-function for it: its ``_view_func`` would silently call as_strided(). It is
-therefore only consulted for fake targets, while tracing synthetic bases.
+Outputs without a ViewMeta sequence are replayed with the view function that
+autograd recorded for them, if any (Note [Recorded view functions of graph
+outputs] in replay.py).
 """
 
 from . import config

@@ -55,8 +55,11 @@ class FallbackReason(enum.Enum):
     # The base has other metadata than the target's recorded base, so the base
     # must be restrided before the recorded view function can be replayed.
     BASE_METADATA_MISMATCH = "the base's metadata differs from the view's recorded base"
-    # The recorded view function of the target did not reproduce its shape.
-    VIEW_FUNC_MISMATCH = "the recorded view function did not reproduce the output's shape"
+    # The recorded view function of the target did not reproduce its metadata.
+    VIEW_FUNC_MISMATCH = "the recorded view function did not reproduce the output's metadata"
+    # The recorded view function of the target is as_strided() itself: autograd
+    # kept no view function for the graph's output.
+    VIEW_FUNC_AS_STRIDED = "autograd recorded no view function for the output, so its replay is an as_strided()"
 
 
 class ViewReplayFallbackError(RuntimeError):

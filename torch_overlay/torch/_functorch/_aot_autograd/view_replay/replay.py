@@ -6,6 +6,18 @@ Runtime regeneration of aliased outputs.
 (the recorded ViewMetas, or the symbolic plan of plan.py), verifies the result's
 metadata against the graph's own output, and otherwise goes to the single
 fallback point (fallback.py). See Note [View replay for aliased outputs].
+
+Note [Recorded view functions of graph outputs]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Without a ViewMeta sequence, the output's ``_view_func`` is the only record of
+its view chain. Autograd keeps a real view function for some graph outputs
+(aot_eager views of intermediates) but none for others (outputs produced
+below ADInplaceOrView, or by inductor's reinterpret_tensor): then
+``_view_func`` silently calls as_strided(). We cannot ask autograd which one
+it holds, so we look at the node the replay created: an AsStridedBackward0 is
+recorded at the fallback point like any other as_strided() regeneration.
+When the base does not require grad there is no node to look at; the
+metadata is still verified, and no backward exists that could be slowed.
 """
 
 from __future__ import annotations
@@ -15,7 +27,6 @@ from typing import Any
 
 from torch import Tensor
 from torch._C import _functionalization
-from torch._subclasses.fake_tensor import is_fake
 
 from .fallback import as_strided_fallback, FallbackReason, record_fallback
 from .plan import UnplannableView
@@ -106,27 +117,39 @@ def _replay(
 
 
 def _replay_view_func(base: Tensor, target: Tensor) -> Tensor:
-    """Trace-time regeneration of a fake view off another base via its recorded view function."""
+    """Regenerate ``target`` off ``base`` with the view function autograd recorded for it.
+
+    Used when no ViewMeta sequence was recorded: for fake views while tracing
+    synthetic bases, and for graph outputs whose view function autograd kept.
+    See Note [Recorded view functions of graph outputs].
+    """
     recorded_base = target._base
     if base is not recorded_base and (
         base.size() != recorded_base.size()
         or base.stride() != recorded_base.stride()
         or base.storage_offset() != recorded_base.storage_offset()
     ):
-        record_fallback(
+        base = as_strided_fallback(
+            base,
+            recorded_base.size(),
+            recorded_base.stride(),
+            recorded_base.storage_offset(),
+            recorded_base.dtype,
             FallbackReason.BASE_METADATA_MISMATCH,
             f"base size={tuple(base.size())} stride={base.stride()}, recorded base "
             f"size={tuple(recorded_base.size())} stride={recorded_base.stride()}",
         )
-        base = base.as_strided(
-            recorded_base.size(), recorded_base.stride(), recorded_base.storage_offset()
-        )
     out = target._view_func(base)
-    if out is None or out.shape != target.shape:
+    if out is None or not same_layout(out, target):
         return _fallback(
             base, target, FallbackReason.VIEW_FUNC_MISMATCH,
             f"view function gave {None if out is None else tuple(out.shape)}, "
             f"expected {tuple(target.shape)}",
+        )
+    if type(out.grad_fn).__name__ == "AsStridedBackward0":
+        # The recorded view function was as_strided() itself.
+        record_fallback(
+            FallbackReason.VIEW_FUNC_AS_STRIDED, f"output of size {tuple(target.size())}"
         )
     return out
 
@@ -151,7 +174,7 @@ def regenerate_alias(
     target = target_meta_tensor
     if replay_views and target_view_meta_sequence is not None:
         out = _replay(base, target, target_view_meta_sequence, inputs)
-    elif is_fake(target) and target._base is not None:
+    elif target._base is not None:
         out = _replay_view_func(base, target)
     elif not replay_views:
         out = _fallback(base, target, FallbackReason.REPLAY_DISABLED, f"output of size {tuple(target.size())}")
