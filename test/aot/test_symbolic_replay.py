@@ -25,6 +25,7 @@ from view_replay_testing import (
     autograd_nodes,
     backward_all,
     eager_and_compiled,
+    observable_strides,
     PATCHED,
     storage_sharing,
     strict_view_replay,
@@ -45,6 +46,13 @@ STOCK_DEVIATIONS = {
     # gen_alias_from_base() detaches the replayed x.detach()[...] once more,
     # so the output is no longer a view.
     "detach-input": "is_view",
+    # The pieces of a multi-output view of an intermediate are hidden from
+    # autograd (returned through _unsafe_view): test_multi_output.py shows the
+    # consequences.
+    "chunk-intermediate": "is_view",
+    "split-intermediate": "is_view",
+    "split_with_sizes-intermediate": "is_view",
+    "unbind-intermediate": "is_view",
 }
 
 
@@ -73,13 +81,12 @@ class TestSymbolicViewReplaySweep(TestCase):
                 self.assertEqual(len(ref), len(out))
                 for r, o in zip(ref, out):
                     self.assertEqual(o.size(), r.size())
-                    self.assertEqual(o.stride(), r.stride())
-                    self.assertEqual(o.storage_offset(), r.storage_offset())
+                    self.assertEqual(observable_strides(o), observable_strides(r))
+                    if r.numel():
+                        self.assertEqual(o.storage_offset(), r.storage_offset())
                     self.assertEqual(o.dtype, r.dtype)
                     self.assertEqual(o.requires_grad, r.requires_grad)
-                    if program.multi_output:
-                        pass  # Upstream hides multi-output view aliasing: issue 5.
-                    elif not PATCHED and STOCK_DEVIATIONS.get(name) == "is_view":
+                    if not PATCHED and r._is_view() and STOCK_DEVIATIONS.get(name) == "is_view":
                         self.assertNotEqual(o._is_view(), r._is_view())
                     else:
                         self.assertEqual(o._is_view(), r._is_view())
@@ -95,12 +102,6 @@ class TestSymbolicViewReplaySweep(TestCase):
                     views = [i for i, r in enumerate(ref) if r._is_view()]
                     expected_fns = [type(ref_nodes[i].grad_fn).__name__ for i in views]
                     got_fns = [type(out[i].grad_fn).__name__ for i in views]
-                    if program.multi_output:
-                        # Upstream hides multi-output view aliasing (issue 5).
-                        got_fns = [
-                            e if g == "CompiledFunctionBackward" else g
-                            for e, g in zip(expected_fns, got_fns)
-                        ]
                     self.assertEqual(got_fns, expected_fns)
                 backward_all(ref)
                 backward_all(out)

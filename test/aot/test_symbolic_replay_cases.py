@@ -167,7 +167,7 @@ class TestPlanPickles(TestCase):
         self.assertEqual(plan.view_metas, ("slice_Tensor_ViewMeta", "t_ViewMeta"))
         clone = pickle.loads(pickle.dumps(plan))
         x = torch.randn(10, 4, requires_grad=True)
-        out = clone.replay(x, x[:5].t(), {})
+        out = clone.replay(x, x[:5].t(), {}, None)
         self.assertEqual(out, x[:5].t())
         self.assertEqual(autograd_nodes([out]), ["TBackward0", "SliceBackward0", "AccumulateGrad"])
 

@@ -32,6 +32,14 @@ def strict_view_replay() -> Iterator[None]:
         yield
 
 
+def observable_strides(t: torch.Tensor) -> tuple[int | None, ...]:
+    """Strides that address memory: those of dimensions of size 1, and all of
+    an empty tensor, are arbitrary (eager and compiled may differ there)."""
+    if t.numel() == 0:
+        return tuple(None for _ in t.stride())
+    return tuple(None if size == 1 else stride for size, stride in zip(t.size(), t.stride()))
+
+
 def fallback_counts() -> dict[str, int]:
     return dict(counters["view_replay_fallback"])
 
@@ -83,6 +91,7 @@ __all__ = [
     "backward_all",
     "eager_and_compiled",
     "fallback_counts",
+    "observable_strides",
     "storage_sharing",
     "strict_view_replay",
 ]

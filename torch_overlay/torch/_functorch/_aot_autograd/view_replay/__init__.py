@@ -15,6 +15,8 @@ view-replay patch series):
   * plan.py     compile time: plans the replay of view chains with symbolic
                 arguments (Note [Symbolic view replay]);
   * symbols.py  compile time: binds each free symbol to a runtime value;
+  * multi_output.py  pieces of unbind/split/chunk: classification hooks and
+                one regeneration per group (Note [Multi-output views]);
   * replay.py   runtime: replays, verifies the metadata against the graph's
                 output, and otherwise falls back;
   * fallback.py the single as_strided() fallback point, which counts, logs
@@ -28,6 +30,7 @@ outputs] in replay.py).
 
 from . import config
 from .fallback import FallbackReason, ViewReplayFallbackError
+from .multi_output import hide_input_multi_output_aliasing, hide_intermediate_alias
 from .plan import (
     attach_replay_plan,
     inputs_read_by_replay,
@@ -45,6 +48,8 @@ __all__ = [
     "ViewReplayPlan",
     "attach_replay_plan",
     "config",
+    "hide_input_multi_output_aliasing",
+    "hide_intermediate_alias",
     "inputs_read_by_replay",
     "make_view_meta_sequence_runtime_safe",
     "regenerate_alias",

@@ -23,6 +23,13 @@ strict: bool = False
 # Off reproduces upstream 2.13 behaviour: such outputs fall back to as_strided().
 replay_symbolic_views: bool = True
 
+# Hide the aliasing between the pieces of a multi-output view (unbind, split,
+# chunk) from autograd, as upstream does: faster to regenerate, but in-place on
+# a piece no longer raises eager's error, and in-place on the base followed by
+# backward through a piece gives a wrong gradient. Off (faithful): the pieces
+# are regenerated with one call of the op per group. See Note [Multi-output views].
+hide_multi_output_view_aliasing: bool = False
+
 
 if TYPE_CHECKING:
     from torch.utils._config_typing import *  # noqa: F403

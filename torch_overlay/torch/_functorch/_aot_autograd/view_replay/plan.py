@@ -40,6 +40,13 @@ from torch._C import _functionalization
 from torch.utils._sympy.printers import PythonPrinter
 
 from .fallback import FallbackReason
+from .multi_output import (
+    is_multi_output_view_meta,
+    MULTI_OUTPUT_VIEW_OPS,
+    OP_ARGS_START,
+    OUT_INDEX_POSITION,
+    pieces_of,
+)
 from .symbols import locate_symbols, RuntimeSource
 
 
@@ -57,20 +64,24 @@ class _Renderer:
     def __init__(self) -> None:
         self.printer = PythonPrinter()
         self.symbols: set[sympy.Symbol] = set()
-        self.global_names: dict[str, str] = {}  # python name -> qualified constant
+        # Every rendered symbolic expression, in rendering order.
+        self.symbolic_exprs: list[str] = []
+        self.global_names: dict[str, str] = {}  # python name -> path under ``torch``
 
     def render(self, value: object) -> str:
         if isinstance(value, torch.SymInt):
             expr = value.node.expr
             self.symbols |= expr.free_symbols
-            return f"({self.printer.doprint(expr)})"
+            rendered = f"({self.printer.doprint(expr)})"
+            self.symbolic_exprs.append(rendered)
+            return rendered
         if isinstance(value, bool) or value is None:
             return repr(value)
         if isinstance(value, int):
             return repr(value)
         if isinstance(value, _functionalization.InverseReturnMode):
             name = f"_irm_{value.name}"
-            self.global_names[name] = f"InverseReturnMode.{value.name}"
+            self.global_names[name] = f"_C._functionalization.InverseReturnMode.{value.name}"
             return name
         if isinstance(value, (list, tuple)):
             items = ", ".join(self.render(v) for v in value)
@@ -82,11 +93,19 @@ class _Unrenderable(Exception):
     pass
 
 
-def _resolve_constant(qualname: str) -> object:
-    obj: Any = _functionalization
-    for part in qualname.split("."):
+def _resolve_constant(path: str) -> object:
+    """The object at ``path`` under the ``torch`` module."""
+    obj: Any = torch
+    for part in path.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+# replay(base, target, inputs, groups) -> the regenerated view
+ReplayFn = Callable[
+    [Tensor, Tensor, Mapping[int, object] | None, dict[tuple[object, ...], tuple[Tensor, ...]] | None],
+    Tensor,
+]
 
 
 @dataclasses.dataclass
@@ -99,16 +118,14 @@ class ViewReplayPlan:
 
     # Names of the ViewMeta classes, in order (for logs and reprs).
     view_metas: tuple[str, ...]
-    # Source of ``def replay(base, target, inputs)``.
+    # Source of ``def replay(base, target, inputs, groups)``.
     source: str
-    # Python name in ``source`` -> qualified name under torch._C._functionalization.
+    # Python name in ``source`` -> path of the object under ``torch``.
     constants: dict[str, str]
     # Indices of the graph inputs that the replay reads; the runtime wrapper
     # keeps them alive for the epilogue (see inputs_read_by_replay).
     input_indices: tuple[int, ...]
-    _fn: Callable[[Tensor, Tensor, Mapping[int, object] | None], Tensor] | None = dataclasses.field(
-        default=None, repr=False, compare=False
-    )
+    _fn: ReplayFn | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
@@ -116,12 +133,13 @@ class ViewReplayPlan:
         return state
 
     @property
-    def replay(self) -> Callable[[Tensor, Tensor, Mapping[int, object] | None], Tensor]:
+    def replay(self) -> ReplayFn:
         if self._fn is None:
             scope: dict[str, object] = {
                 name: _resolve_constant(qualname) for name, qualname in self.constants.items()
             }
             scope["_apply"] = _functionalization.apply_view_meta_sequence
+            scope["_pieces"] = pieces_of
             code = compile(self.source, "<view_replay plan>", "exec")
             exec(code, scope)
             self._fn = scope["replay"]  # type: ignore[assignment]
@@ -143,21 +161,49 @@ def plan_view_replay(
     target: Tensor,
     inputs: Sequence[object],
 ) -> ViewReplayPlan | UnplannableView:
-    """Plan the replay of a ViewMeta sequence that has symbolic arguments."""
+    """Plan the replay of a ViewMeta sequence that has symbolic arguments or a multi-output view."""
     from . import config
 
     names = tuple(type(vm).__name__ for vm in view_metas)
-    if not config.replay_symbolic_views:
+    if not config.replay_symbolic_views and any(vm.has_symbolic_inputs for vm in view_metas):
         return UnplannableView(FallbackReason.SYMBOLIC_REPLAY_DISABLED, f"view chain {names}")
 
     renderer = _Renderer()
+    body: list[str] = ["    t = base"]
+    pending: list[str] = []  # ViewMetas to apply before the next multi-output op
+    # Group key of the current multi-output prefix: see Note [Multi-output views].
+    key_parts: list[str] = ["id(base)"]
     rendered_args: list[str] = []
+    constants: dict[str, str] = {}
     try:
-        for vm in view_metas:
+        for i, vm in enumerate(view_metas):
+            args = vm.as_tuple()
+            first_expr = len(renderer.symbolic_exprs)
             # The first element is has_symbolic_inputs: the rebuilt ViewMeta is concrete.
-            rendered_args.append(renderer.render((False,) + tuple(vm.as_tuple()[1:])))
+            rendered = renderer.render((False,) + tuple(args[1:]))
+            rendered_args.append(rendered)
+            step_exprs = renderer.symbolic_exprs[first_expr:]
+            if is_multi_output_view_meta(vm):
+                if pending:
+                    body.append(f"    t = _apply(t, [{', '.join(pending)}])")
+                    pending = []
+                op_args = renderer.render(tuple(args[OP_ARGS_START:]))
+                constants[f"_op{i}"] = MULTI_OUTPUT_VIEW_OPS[names[i]]
+                key_parts += [repr(f"{names[i]}{op_args}"), *step_exprs]
+                out_index = args[OUT_INDEX_POSITION]
+                body.append(
+                    f"    t = _pieces(groups, ({', '.join(key_parts)},), "
+                    f"lambda t=t: _op{i}(t, *{op_args}))[{out_index}]"
+                )
+                key_parts.append(repr(out_index))
+            else:
+                constants[f"_vm{i}"] = f"_C._functionalization.{names[i]}"
+                pending.append(f"_vm{i}({rendered})")
+                key_parts += [repr(f"{names[i]}{rendered}"), *step_exprs]
     except _Unrenderable as e:
         return UnplannableView(FallbackReason.UNBOUND_SYMBOL, f"view chain {names}: {e}")
+    if pending:
+        body.append(f"    t = _apply(t, [{', '.join(pending)}])")
 
     locators, unbound = locate_symbols(
         renderer.symbols, base=base, target=target, inputs=inputs
@@ -169,12 +215,11 @@ def plan_view_replay(
         )
 
     ordered = sorted(locators.items(), key=lambda kv: str(kv[0]))
-    lines = ["def replay(base, target, inputs):"]
+    lines = ["def replay(base, target, inputs, groups):"]
     lines += [f"    {sym} = {loc.python_expr()}" for sym, loc in ordered]
-    steps = ", ".join(f"_vm{i}({args})" for i, args in enumerate(rendered_args))
-    lines.append(f"    return _apply(base, [{steps}])")
-    constants = dict(renderer.global_names)
-    constants.update({f"_vm{i}": name for i, name in enumerate(names)})
+    lines += body
+    lines.append("    return t")
+    constants.update(renderer.global_names)
     plan = ViewReplayPlan(
         view_metas=names,
         source="\n".join(lines) + "\n",
@@ -242,15 +287,15 @@ def attach_replay_plan(
     base: Tensor | None,
     inputs: Sequence[object],
 ) -> None:
-    """Compile-time hook: give a ViewMetaSequence with symbolic arguments its replay plan.
+    """Compile-time hook: give a ViewMetaSequence its replay plan, if it needs one.
 
     ``base`` is the (functional) tensor the output will be regenerated from at
     runtime; ``inputs`` are the graph's flat (functional) inputs. Sequences
-    without symbolic arguments get ``replay_plan = None``: the runtime replays
-    their ViewMetas as they are.
+    with symbolic arguments or a multi-output view get a plan; the others get
+    ``replay_plan = None``: the runtime replays their ViewMetas as they are.
     """
     sequence = view_meta_sequence.sequence
-    if any(vm.has_symbolic_inputs for vm in sequence):
+    if any(vm.has_symbolic_inputs or is_multi_output_view_meta(vm) for vm in sequence):
         view_meta_sequence.replay_plan = plan_view_replay(
             sequence, base=base, target=out, inputs=inputs
         )

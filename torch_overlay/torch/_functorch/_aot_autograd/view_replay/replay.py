@@ -79,6 +79,7 @@ def _replay(
     target: Tensor,
     view_meta_sequence: Any,
     inputs: Mapping[int, object] | None,
+    groups: dict[tuple[object, ...], tuple[Tensor, ...]] | None,
 ) -> Tensor:
     plan = getattr(view_meta_sequence, "replay_plan", None)
     if plan is None:
@@ -102,7 +103,7 @@ def _replay(
                 f"view chain {plan.view_metas} reads graph inputs, which were not passed",
             )
         try:
-            out = plan.replay(base, target, inputs)
+            out = plan.replay(base, target, inputs, groups)
         except RuntimeError as e:
             return _fallback(base, target, FallbackReason.REPLAY_ERROR, f"view chain {plan.view_metas}: {e}")
         described = f"view chain {plan.view_metas}"
@@ -162,18 +163,20 @@ def regenerate_alias(
     *,
     replay_views: bool,
     inputs: Mapping[int, object] | None = None,
+    groups: dict[tuple[object, ...], tuple[Tensor, ...]] | None = None,
 ) -> Tensor:
     """Regenerate ``target_meta_tensor`` as a view of ``aliased_base_tensor``.
 
     ``target_meta_tensor`` is the graph's own output for this alias (or, while
     tracing synthetic bases, a fake view); ``inputs`` maps graph input indices
     to the runtime inputs kept for the epilogue, read by plans whose symbols
-    come from them.
+    come from them; ``groups`` caches the pieces of multi-output views for one
+    runtime call (Note [Multi-output views]).
     """
     base = aliased_base_tensor
     target = target_meta_tensor
     if replay_views and target_view_meta_sequence is not None:
-        out = _replay(base, target, target_view_meta_sequence, inputs)
+        out = _replay(base, target, target_view_meta_sequence, inputs, groups)
     elif target._base is not None:
         out = _replay_view_func(base, target)
     elif not replay_views:
