@@ -11,7 +11,7 @@ WHEEL := dist/torch-2.13.0+viewreplay.cpu-cp311-cp311-manylinux_2_28_x86_64.whl
 TEST_DEPS := pytest expecttest numpy wheel
 SOURCES := pin.toml setup.py $(shell find patches torch_overlay tools -type f -not -path '*/__pycache__/*')
 
-.PHONY: all report test sweep clean
+.PHONY: all report test sweep bench aotdispatch clean
 
 all: report
 
@@ -43,6 +43,16 @@ test: $(STOCK)/.installed $(PATCHED)/.installed
 	$(STOCK)/bin/python -m pytest -q test/tools
 	$(STOCK)/bin/python -m pytest -q test/aot
 	$(PATCHED)/bin/python -m pytest -q test/aot
+	$(PATCHED)/bin/python -m pytest -q upstream/test/functorch/test_aot_view_replay.py
+
+# Stock vs patched vs eager, interleaved; writes benchmarks/results/latest.{md,png,json}.
+bench: $(STOCK)/.installed $(PATCHED)/.installed
+	$(STOCK)/bin/python -m pip install -q matplotlib
+	$(STOCK)/bin/viewreplay bench --stock-python $(STOCK)/bin/python --patched-python $(PATCHED)/bin/python --out benchmarks/results
+
+# The curated test_aotdispatch subset; needs a PyTorch checkout at v2.13.0: make aotdispatch PYTORCH_SRC=...
+aotdispatch: $(STOCK)/.installed $(PATCHED)/.installed
+	$(STOCK)/bin/viewreplay run-aotdispatch --pytorch-src $(PYTORCH_SRC) --stock-python $(STOCK)/bin/python --patched-python $(PATCHED)/bin/python
 
 clean:
 	rm -rf $(STOCK) $(PATCHED) dist build .cache

@@ -1,4 +1,5 @@
-"""Command-line interface: ``viewreplay {apply,status,pin-update,build-wheel,make-checkout,report,sweep}``."""
+"""Command-line interface: ``viewreplay {apply,status,pin-update,build-wheel,make-checkout,report,sweep,
+checkout-series,export,stage-upstream,run-aotdispatch,rebase-check}``."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from viewreplay.tree import (
     plan_change,
 )
 from viewreplay.wheelbuild import build_wheel
+from viewreplay import aotdispatch, export, rebase, staging  # noqa: I001 - series tools (issue 7)
 
 
 def _repo_root(args: argparse.Namespace) -> Path:
@@ -115,6 +117,167 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Time every workload on eager, stock-compiled and patched-compiled torch; write the results."""
+    from viewreplay.bench import BenchConfig, run_bench, summary_line, write_results
+
+    mode = "quick" if args.quick else "full" if args.full else "default"
+    config = BenchConfig.for_mode(
+        mode,
+        rounds=args.rounds,
+        compile_repeats=args.compile_repeats,
+        threads=args.threads,
+        workloads=tuple(args.workload) if args.workload else None,
+        backends=tuple(args.backend) if args.backend else None,
+        regen=False if args.no_regen else None,
+    )
+    results = run_bench(args.stock_python, args.patched_python, config, check_venvs=not args.no_venv_check)
+    rows, written = write_results(results, args.out)
+    for row in rows:
+        print(summary_line(row))
+    for path in written:
+        print(f"wrote {path}")
+    print(f"bench runtime {results['runtime_s']:.0f}s")
+    return 0
+
+
+def _add_bench_parser(add: Callable[..., argparse.ArgumentParser]) -> None:
+    from viewreplay.bench import BACKENDS, WORKLOAD_NAMES
+
+    bench = add("bench", cmd_bench, "benchmark eager vs stock vs patched torch.compile, interleaved in one run")
+    bench.add_argument("--stock-python", required=True, metavar="PYTHON", help="interpreter of the stock torch venv")
+    bench.add_argument("--patched-python", required=True, metavar="PYTHON", help="interpreter of the patched torch venv")
+    bench.add_argument("--out", type=Path, default=Path("benchmarks/results"), metavar="DIR",
+                       help="results directory: latest.md, latest.png, latest.json (default: benchmarks/results)")
+    size = bench.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="smallest sizes, 3 rounds, 1 cold compile (smoke test)")
+    size.add_argument("--full", action="store_true", help="more sizes, 15 rounds, 3 cold compiles")
+    bench.add_argument("--workload", action="append", choices=WORKLOAD_NAMES, help="repeatable (default: all)")
+    bench.add_argument("--backend", action="append", choices=BACKENDS, help="repeatable (default: both)")
+    bench.add_argument("--rounds", type=int, metavar="N", help="timing rounds per workload (overrides the mode)")
+    bench.add_argument("--compile-repeats", type=int, metavar="N", help="cold compiles per side (overrides the mode)")
+    bench.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads in the workers (default 1)")
+    bench.add_argument("--no-regen", action="store_true", help="skip the per-output regeneration micro benchmark")
+    bench.add_argument("--no-venv-check", action="store_true",
+                       help="do not require the stock venv to lack, and the patched one to have, view_replay")
+
+
+def _pinned_wheel(repo, wheel: Path | None, tmp: str) -> Path:
+    """The checked pinned wheel: ``--wheel``, else the one cached in ``.cache/wheels``, else pip-downloaded."""
+    cache = repo.root / ".cache" / "wheels"
+    if wheel is None and any(cache.glob(f"torch-{repo.pin.version}*.whl")):
+        return obtain_wheel(repo.pin, None, cache)
+    return obtain_wheel(repo.pin, wheel, Path(tmp))
+
+
+def cmd_checkout_series(args: argparse.Namespace) -> int:
+    """Make a checkout with one commit per patch and the overlay as the last commit."""
+    repo = load_repo(_repo_root(args))
+    with tempfile.TemporaryDirectory(prefix="viewreplay-wheel-") as tmp:
+        subjects = export.checkout_series(repo, _pinned_wheel(repo, args.wheel, tmp), args.dir.resolve())
+    print(f"{args.dir}: {repo.pin.upstream_tag} + {len(subjects)} commit(s):")
+    print("\n".join(f"  {s}" for s in subjects))
+    print(f"edit there, commit (--amend / rebase -i {repo.pin.upstream_tag}), then: viewreplay export {args.dir}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write the checkout's commits back to patches/ and its added files to torch_overlay/ (or --check)."""
+    repo = load_repo(_repo_root(args), require_pinned_hashes=False)
+    result = export.compute_export(repo, args.dir.resolve(), numbering=args.numbering)
+    if args.check:
+        diff = export.diff_export(repo, result)
+        if diff:
+            print(diff, end="")
+            print(f"viewreplay export --check: {repo.root} differs from what export would write", file=sys.stderr)
+            return 1
+        print(f"{repo.root}: patches/ and {len(result.series)} patch(es), torch_overlay/ up to date with {args.dir}")
+        return 0
+    changed = export.write_export(repo, result)
+    print(f"{repo.root}: {len(changed)} file(s) written" + "".join(f"\n  {c}" for c in changed))
+    touched = set(load_repo(repo.root, require_pinned_hashes=False).touched_files)
+    if touched != set(repo.pin.files):
+        print("the set of touched upstream files changed: run 'viewreplay pin-update'")
+    return 0
+
+
+def cmd_stage_upstream(args: argparse.Namespace) -> int:
+    """Write the PR-sized format-patch series for upstream."""
+    repo = load_repo(_repo_root(args))
+    with tempfile.TemporaryDirectory(prefix="viewreplay-wheel-") as tmp:
+        wheel = None if args.checkout else _pinned_wheel(repo, args.wheel, tmp)
+        patches = staging.stage_upstream(
+            repo, args.out.resolve(), wheel=wheel, checkout=args.checkout.resolve() if args.checkout else None,
+            stack_path=args.stack,
+        )
+    print(f"{args.out}: {len(patches)} patch(es) against {repo.pin.upstream_tag}")
+    print("\n".join(f"  {p.name}" for p in patches))
+    return 0
+
+
+def cmd_run_aotdispatch(args: argparse.Namespace) -> int:
+    """Run the test_aotdispatch subset on stock and patched torch and compare."""
+    root = _repo_root(args)
+    repo = load_repo(root)
+    table, regressed = aotdispatch.run_aotdispatch(
+        repo.pin, args.pytorch_src.resolve(), args.subset or root / aotdispatch.SUBSET_FILE,
+        args.stock_python, args.patched_python, args.timeout,
+    )
+    print(table)
+    return 1 if regressed else 0
+
+
+def cmd_rebase_check(args: argparse.Namespace) -> int:
+    """Try every hunk of the series on another torch version and say which fail and why."""
+    repo = load_repo(_repo_root(args), require_pinned_hashes=False)
+    if (args.wheel is None) == (args.checkout is None):
+        raise ViewReplayError("give exactly one of --wheel NEW.whl and --checkout DIR")
+    if args.wheel is not None and not args.wheel.is_file():
+        raise ViewReplayError(f"{args.wheel}: file not found")
+    if args.checkout is not None and not (args.checkout / "torch").is_dir():
+        raise ViewReplayError(f"{args.checkout}: not a torch tree (no torch/)")
+    version, results = rebase.rebase_check(repo, wheel=args.wheel, checkout=args.checkout)
+    print(rebase.format_report(version, str(args.wheel or args.checkout), results))
+    return 1 if any(r.problems for r in results) else 0
+
+
+def _add_series_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
+    """checkout-series, export, stage-upstream, run-aotdispatch, rebase-check."""
+    wheel_help = "pinned wheel (default: .cache/wheels/, else pip download it)"
+    series = add("checkout-series", cmd_checkout_series,
+                 "make a git checkout of the pinned torch with one commit per patch and the overlay as the last commit")
+    series.add_argument("--wheel", type=Path, metavar="PATH", help=wheel_help)
+    series.add_argument("dir", type=Path, metavar="DIR", help="new (or empty) directory")
+
+    exp = add("export", cmd_export,
+              "write a checkout-series checkout's commits back to patches/ and its new files to torch_overlay/")
+    exp.add_argument("dir", type=Path, metavar="DIR", help="the checkout (made by checkout-series)")
+    exp.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff if the repo differs")
+    exp.add_argument("--numbering", choices=["auto", "numbered", "none"], default="auto",
+                     help="[PATCH n/m] or [PATCH] subjects (default: as the current patches)")
+
+    stage = add("stage-upstream", cmd_stage_upstream,
+                "write the series as PR-sized git format-patch commits against the pinned tag (upstream/stack.toml)")
+    stage.add_argument("--out", type=Path, required=True, metavar="DIR", help="new (or empty) output directory")
+    stage.add_argument("--checkout", type=Path, metavar="DIR",
+                       help="a PyTorch git checkout with the pinned tag (a temporary worktree is used; default: make-checkout)")
+    stage.add_argument("--wheel", type=Path, metavar="PATH", help=wheel_help)
+    stage.add_argument("--stack", type=Path, metavar="TOML", help="stack file (default: upstream/stack.toml)")
+
+    aot = add("run-aotdispatch", cmd_run_aotdispatch,
+              "run the test_aotdispatch.py subset on stock and patched torch and compare (exit 1 on regressions)")
+    aot.add_argument("--pytorch-src", type=Path, required=True, metavar="DIR", help="PyTorch checkout at the pinned tag")
+    aot.add_argument("--stock-python", required=True, metavar="PYTHON", help="interpreter of the stock torch venv")
+    aot.add_argument("--patched-python", required=True, metavar="PYTHON", help="interpreter of the patched torch venv")
+    aot.add_argument("--subset", type=Path, metavar="TOML", help="subset file (default: tools/aotdispatch_subset.toml)")
+    aot.add_argument("--timeout", type=float, default=3600, metavar="SECONDS", help="per interpreter (default: 3600)")
+
+    rebase_check = add("rebase-check", cmd_rebase_check,
+                       "try every hunk of the series on another torch version and report which fail and why")
+    rebase_check.add_argument("--wheel", type=Path, metavar="NEW.whl", help="the new torch wheel")
+    rebase_check.add_argument("--checkout", type=Path, metavar="DIR", help="a source checkout of the new version")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser with one subcommand per operation."""
     parser = argparse.ArgumentParser(
@@ -166,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend", action="append", metavar="NAME", help="torch.compile backend, repeatable (default: aot_eager and inductor)"
     )
     subparsers.choices["sweep"].add_argument("--backend", default="aot_eager", metavar="NAME", help="torch.compile backend")
+    _add_bench_parser(add)
+    _add_series_parsers(add)
     return parser
 
 

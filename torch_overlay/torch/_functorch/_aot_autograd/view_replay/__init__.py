@@ -17,6 +17,8 @@ view-replay patch series):
   * symbols.py  compile time: binds each free symbol to a runtime value;
   * multi_output.py  pieces of unbind/split/chunk: classification hooks and
                 one regeneration per group (Note [Multi-output views]);
+  * subclass.py compile time: the outer view chain of tensor-subclass outputs
+                (Note [Subclass view replay]);
   * replay.py   runtime: replays, verifies the metadata against the graph's
                 output, and otherwise falls back;
   * fallback.py the single as_strided() fallback point, which counts, logs
@@ -39,10 +41,12 @@ from .plan import (
     ViewReplayPlan,
 )
 from .replay import regenerate_alias
+from .subclass import plan_subclass_view_chain, SubclassViewChain
 
 
 __all__ = [
     "FallbackReason",
+    "SubclassViewChain",
     "UnplannableView",
     "ViewReplayFallbackError",
     "ViewReplayPlan",
@@ -52,5 +56,6 @@ __all__ = [
     "hide_intermediate_alias",
     "inputs_read_by_replay",
     "make_view_meta_sequence_runtime_safe",
+    "plan_subclass_view_chain",
     "regenerate_alias",
 ]

@@ -30,6 +30,11 @@ replay_symbolic_views: bool = True
 # are regenerated with one call of the op per group. See Note [Multi-output views].
 hide_multi_output_view_aliasing: bool = False
 
+# Replay the outer (subclass-level) view chain of traceable wrapper subclass
+# outputs (DTensor, TwoTensor, ...). Off reproduces upstream 2.13: as_strided()
+# regeneration (DTensor raises). See Note [Subclass view replay].
+replay_subclass_views: bool = True
+
 
 if TYPE_CHECKING:
     from torch.utils._config_typing import *  # noqa: F403

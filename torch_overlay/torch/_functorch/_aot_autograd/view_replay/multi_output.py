@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch._subclasses.functional_tensor import FunctionalTensor
 
 from . import config
 
@@ -91,5 +92,7 @@ def hide_intermediate_alias(
     """
     if config.hide_multi_output_view_aliasing:
         return num_aliased_outs == 1 or num_aliased_outs_not_multi_output <= 1
-    is_piece = torch._functionalize_is_multi_output_view(out.elem)  # type: ignore[attr-defined]
+    is_piece = isinstance(out, FunctionalTensor) and torch._functionalize_is_multi_output_view(  # type: ignore[attr-defined]
+        out.elem
+    )
     return num_aliased_outs == 1 and not is_piece

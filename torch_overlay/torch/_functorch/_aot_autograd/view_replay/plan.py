@@ -58,8 +58,8 @@ class UnplannableView:
     detail: str
 
 
-class _Renderer:
-    """Renders ViewMeta argument tuples as Python source; collects free symbols and globals."""
+class ArgumentRenderer:
+    """Renders view-op argument tuples as Python source; collects free symbols and globals."""
 
     def __init__(self) -> None:
         self.printer = PythonPrinter()
@@ -67,10 +67,21 @@ class _Renderer:
         # Every rendered symbolic expression, in rendering order.
         self.symbolic_exprs: list[str] = []
         self.global_names: dict[str, str] = {}  # python name -> path under ``torch``
+        self.shape_env: Any = None
+        # (rendered source, original value) of each rendered argument tuple, for
+        # the compile-time check against the symbols' hints.
+        self.rendered: list[tuple[str, object]] = []
+
+    def render_args(self, values: tuple[object, ...]) -> str:
+        """Render one step's argument tuple and remember it for the hint check."""
+        rendered = self.render(values)
+        self.rendered.append((rendered, values))
+        return rendered
 
     def render(self, value: object) -> str:
         if isinstance(value, torch.SymInt):
             expr = value.node.expr
+            self.shape_env = value.node.shape_env
             self.symbols |= expr.free_symbols
             rendered = f"({self.printer.doprint(expr)})"
             self.symbolic_exprs.append(rendered)
@@ -83,13 +94,19 @@ class _Renderer:
             name = f"_irm_{value.name}"
             self.global_names[name] = f"_C._functionalization.InverseReturnMode.{value.name}"
             return name
+        if isinstance(value, torch.dtype):
+            name = f"_dtype_{str(value).removeprefix('torch.')}"
+            self.global_names[name] = str(value).removeprefix("torch.")
+            return name
         if isinstance(value, (list, tuple)):
             items = ", ".join(self.render(v) for v in value)
-            return f"[{items}]" if isinstance(value, list) else f"({items},)"
-        raise _Unrenderable(f"unsupported ViewMeta argument {value!r} ({type(value).__name__})")
+            if isinstance(value, list):
+                return f"[{items}]"
+            return f"({items},)" if items else "()"
+        raise UnrenderableArgument(f"unsupported view argument {value!r} ({type(value).__name__})")
 
 
-class _Unrenderable(Exception):
+class UnrenderableArgument(Exception):
     pass
 
 
@@ -140,10 +157,23 @@ class ViewReplayPlan:
             }
             scope["_apply"] = _functionalization.apply_view_meta_sequence
             scope["_pieces"] = pieces_of
+            scope["_memo"] = {}
+            scope["_remember"] = _remember
             code = compile(self.source, "<view_replay plan>", "exec")
             exec(code, scope)
             self._fn = scope["replay"]  # type: ignore[assignment]
         return self._fn  # type: ignore[return-value]
+
+
+# Distinct symbol values whose ViewMetas a plan keeps (per process).
+MEMO_SIZE = 64
+
+
+def _remember(memo: dict[tuple[int, ...], Any], key: tuple[int, ...], value: Any) -> Any:
+    if len(memo) >= MEMO_SIZE:
+        memo.clear()
+    memo[key] = value
+    return value
 
 
 def _hint(value: object) -> object:
@@ -168,107 +198,118 @@ def plan_view_replay(
     if not config.replay_symbolic_views and any(vm.has_symbolic_inputs for vm in view_metas):
         return UnplannableView(FallbackReason.SYMBOLIC_REPLAY_DISABLED, f"view chain {names}")
 
-    renderer = _Renderer()
-    body: list[str] = ["    t = base"]
+    renderer = ArgumentRenderer()
+    body: list[str] = []
     pending: list[str] = []  # ViewMetas to apply before the next multi-output op
+    segments: list[str] = []  # ViewMeta lists, built once per symbol values (_metas)
     # Group key of the current multi-output prefix: see Note [Multi-output views].
     key_parts: list[str] = ["id(base)"]
-    rendered_args: list[str] = []
     constants: dict[str, str] = {}
     try:
         for i, vm in enumerate(view_metas):
             args = vm.as_tuple()
             first_expr = len(renderer.symbolic_exprs)
             # The first element is has_symbolic_inputs: the rebuilt ViewMeta is concrete.
-            rendered = renderer.render((False,) + tuple(args[1:]))
-            rendered_args.append(rendered)
+            rendered = renderer.render_args((False,) + tuple(args[1:]))
             step_exprs = renderer.symbolic_exprs[first_expr:]
             if is_multi_output_view_meta(vm):
                 if pending:
-                    body.append(f"    t = _apply(t, [{', '.join(pending)}])")
+                    body.append(f"t = _apply(t, _metas[{len(segments)}])")
+                    segments.append(f"[{', '.join(pending)}]")
                     pending = []
                 op_args = renderer.render(tuple(args[OP_ARGS_START:]))
                 constants[f"_op{i}"] = MULTI_OUTPUT_VIEW_OPS[names[i]]
                 key_parts += [repr(f"{names[i]}{op_args}"), *step_exprs]
-                out_index = args[OUT_INDEX_POSITION]
                 body.append(
-                    f"    t = _pieces(groups, ({', '.join(key_parts)},), "
-                    f"lambda t=t: _op{i}(t, *{op_args}))[{out_index}]"
+                    f"t = _pieces(groups, ({', '.join(key_parts)},), "
+                    f"lambda t=t: _op{i}(t, *{op_args}))[{args[OUT_INDEX_POSITION]}]"
                 )
-                key_parts.append(repr(out_index))
+                key_parts.append(repr(args[OUT_INDEX_POSITION]))
             else:
                 constants[f"_vm{i}"] = f"_C._functionalization.{names[i]}"
                 pending.append(f"_vm{i}({rendered})")
                 key_parts += [repr(f"{names[i]}{rendered}"), *step_exprs]
-    except _Unrenderable as e:
+    except UnrenderableArgument as e:
         return UnplannableView(FallbackReason.UNBOUND_SYMBOL, f"view chain {names}: {e}")
     if pending:
-        body.append(f"    t = _apply(t, [{', '.join(pending)}])")
-
-    locators, unbound = locate_symbols(
-        renderer.symbols, base=base, target=target, inputs=inputs
+        body.append(f"t = _apply(t, _metas[{len(segments)}])")
+        segments.append(f"[{', '.join(pending)}]")
+    return assemble_plan(
+        names, body, renderer, constants, base=base, target=target, inputs=inputs, memoized=segments
     )
+
+
+def assemble_plan(
+    names: tuple[str, ...],
+    body: list[str],
+    renderer: ArgumentRenderer,
+    constants: dict[str, str],
+    *,
+    base: Tensor | None,
+    target: Tensor,
+    inputs: Sequence[object],
+    memoized: Sequence[str] = (),
+) -> ViewReplayPlan | UnplannableView:
+    """Bind the rendered steps' symbols and wrap them into ``replay(base, target, inputs, groups)``.
+
+    ``body`` is a list of statements that turn ``t`` (initially the base) into
+    the view; it may read the free symbols of ``renderer`` and ``_metas[k]``,
+    the value of the expression ``memoized[k]``. Those expressions depend only
+    on the symbols, so they are evaluated once per distinct symbol values
+    (rebuilding ViewMetas costs more than the view ops they replay).
+    """
+    locators, unbound = locate_symbols(renderer.symbols, base=base, target=target, inputs=inputs)
     if unbound:
         return UnplannableView(
             FallbackReason.UNBOUND_SYMBOL,
             f"view chain {names}: no runtime source for {sorted(map(str, unbound))}",
         )
-
     ordered = sorted(locators.items(), key=lambda kv: str(kv[0]))
     lines = ["def replay(base, target, inputs, groups):"]
     lines += [f"    {sym} = {loc.python_expr()}" for sym, loc in ordered]
-    lines += body
+    if memoized:
+        key = "".join(f"{sym}, " for sym, _ in ordered)
+        lines.append(f"    _metas = _memo.get(({key}))")
+        lines.append("    if _metas is None:")
+        lines.append(f"        _metas = _remember(_memo, ({key}), ({', '.join(memoized)},))")
+    lines.append("    t = base")
+    lines += [f"    {statement}" for statement in body]
     lines.append("    return t")
-    constants.update(renderer.global_names)
-    plan = ViewReplayPlan(
+    problem = _check_against_hints([sym for sym, _ in ordered], renderer)
+    if problem is not None:
+        return UnplannableView(FallbackReason.UNBOUND_SYMBOL, f"view chain {names}: {problem}")
+    return ViewReplayPlan(
         view_metas=names,
         source="\n".join(lines) + "\n",
-        constants=constants,
+        constants={**constants, **renderer.global_names},
         input_indices=tuple(
             sorted({loc.input_index for _, loc in ordered if loc.source is RuntimeSource.INPUT})  # type: ignore[type-var]
         ),
     )
-    problem = _check_against_hints(ordered, renderer, rendered_args, view_metas)
-    if problem is not None:
-        return UnplannableView(FallbackReason.UNBOUND_SYMBOL, f"view chain {names}: {problem}")
-    return plan
 
 
-def _check_against_hints(
-    ordered: list[tuple[sympy.Symbol, Any]],
-    renderer: _Renderer,
-    rendered_args: list[str],
-    view_metas: Sequence[Any],
-) -> str | None:
+def _check_against_hints(symbols: list[sympy.Symbol], renderer: ArgumentRenderer) -> str | None:
     """Evaluate the rendered arguments on the symbols' hints; they must equal the original hints.
 
     Unbacked symbols have no hint; their expressions are checked at runtime by
     the metadata verification instead.
     """
-    shape_env = None
-    for vm in view_metas:
-        for value in vm.as_tuple():
-            for v in value if isinstance(value, (list, tuple)) else (value,):
-                if isinstance(v, torch.SymInt):
-                    shape_env = v.node.shape_env
-                    break
+    shape_env = renderer.shape_env
     if shape_env is None:
         return None
-    env: dict[str, object] = {}
-    for sym, _ in ordered:
+    scope: dict[str, object] = {
+        name: _resolve_constant(path) for name, path in renderer.global_names.items()
+    }
+    for sym in symbols:
         if sym not in shape_env.backed_var_to_val:
             return None
-        env[str(sym)] = int(shape_env.backed_var_to_val[sym])
-    scope: dict[str, object] = {
-        name: _resolve_constant(qualname) for name, qualname in renderer.global_names.items()
-    }
-    scope.update(env)
-    for vm, rendered in zip(view_metas, rendered_args):
+        scope[str(sym)] = int(shape_env.backed_var_to_val[sym])
+    for rendered, original in renderer.rendered:
         try:
             value = eval(rendered, scope)  # noqa: S307 - source rendered by us above
         except Exception as e:  # noqa: BLE001
             return f"rendered arguments {rendered} do not evaluate: {e}"
-        expected = (False,) + tuple(_hint(v) for v in vm.as_tuple()[1:])
+        expected = _hint(original)
         if _normalize(value) != _normalize(expected):
             return f"rendered arguments {rendered} evaluate to {value}, expected {expected}"
     return None

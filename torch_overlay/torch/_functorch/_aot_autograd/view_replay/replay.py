@@ -27,17 +27,35 @@ from typing import Any
 
 from torch import Tensor
 from torch._C import _functionalization
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from .fallback import as_strided_fallback, FallbackReason, record_fallback
 from .plan import UnplannableView
+from .subclass import same_inner_layouts
 
 
 def same_layout(a: Tensor, b: Tensor) -> bool:
     """Whether two views address the same elements of a storage in the same order.
 
     Strides of dimensions of size 1 (and all strides of empty tensors) are not
-    observable, so they may differ.
+    observable, so they may differ. Tensor subclasses must agree at the outer
+    level and on every inner tensor (Note [Subclass view replay]).
     """
+    if type(a) is Tensor:
+        if (
+            a.dtype == b.dtype
+            and a.size() == b.size()
+            and a.stride() == b.stride()
+            and a.storage_offset() == b.storage_offset()
+        ):
+            return True
+        return _same_dense_layout(a, b)
+    if not _same_dense_layout(a, b):
+        return False
+    return not is_traceable_wrapper_subclass(a) or same_inner_layouts(a, b, _same_dense_layout)
+
+
+def _same_dense_layout(a: Tensor, b: Tensor) -> bool:
     if a.dtype != b.dtype or a.size() != b.size():
         return False
     if a.numel() == 0:

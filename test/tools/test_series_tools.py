@@ -1,0 +1,197 @@
+"""checkout-series / export round trip, stage-upstream (verified by git am), rebase-check."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from viewreplay.checkout import make_checkout
+from viewreplay.pin import load_repo
+from viewreplay.tree import apply_series
+from viewreplay_testlib import GIT_ENV, REPO_ROOT, run_cli
+
+UPSTREAM_TEST = REPO_ROOT / "upstream" / "test" / "functorch" / "test_aot_view_replay.py"
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**GIT_ENV, "GIT_CONFIG_NOSYSTEM": "1"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def copy_repo(tmp_path: Path) -> Path:
+    """A copy of the repository's patch queue (what export writes into)."""
+    dest = tmp_path / "repo"
+    dest.mkdir()
+    for name in ("pin.toml", "patches", "torch_overlay", "upstream"):
+        source = REPO_ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, dest / name)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def series_checkout(pinned_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """checkout-series of the real repository (tests clone it before editing)."""
+    dest = tmp_path_factory.mktemp("series") / "pytorch"
+    assert run_cli("checkout-series", "--repo", REPO_ROOT, "--wheel", pinned_wheel, dest) == 0
+    return dest
+
+
+@pytest.fixture(scope="module")
+def pristine_checkout(pinned_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("pristine-checkout") / "pytorch"
+    make_checkout(load_repo(REPO_ROOT).pin, pinned_wheel, dest, all_files=False)
+    return dest
+
+
+def test_checkout_series_has_one_commit_per_patch_and_the_overlay(series_checkout: Path) -> None:
+    repo = load_repo(REPO_ROOT)
+    subjects = git(series_checkout, "log", "--reverse", "--format=%s", "v2.13.0..HEAD").splitlines()
+    assert len(subjects) == len(repo.patches) + 1
+    assert subjects[-1].startswith("viewreplay: overlay modules")
+    assert subjects[0].startswith("[logging] ")  # bracketed prefixes survive git am
+    for rel, data in repo.overlay.items():
+        assert (series_checkout / rel).read_bytes() == data
+
+
+def test_export_check_of_the_repository_is_clean(series_checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The committed patches are exactly what git format-patch writes for the checkout's commits."""
+    assert run_cli("export", "--repo", REPO_ROOT, "--check", series_checkout) == 0, capsys.readouterr().out[-3000:]
+
+
+def test_export_round_trip_of_an_amended_hook(
+    series_checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkout = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(series_checkout), str(checkout))
+    repo_copy = copy_repo(tmp_path)
+    first = load_repo(repo_copy).patches[0]
+    # Amend the first hook commit: one more line in the registration it adds.
+    target = "torch/_logging/_registrations.py"
+    todo_base = git(checkout, "rev-list", "--reverse", "v2.13.0..HEAD").split()[0]
+    git(checkout, "checkout", "-q", "-b", "edit", todo_base)
+    path = checkout / target
+    path.write_text(path.read_text().replace('    off_by_default=True,\n)\nregister_artifact("custom_format',
+                                             '    off_by_default=True,\n    # edited in the checkout\n)\nregister_artifact("custom_format', 1))
+    git(checkout, "commit", "-q", "-a", "--amend", "--no-edit")
+    git(checkout, "rebase", "-q", "--onto", "edit", todo_base, "main")
+    # The repository no longer matches: --check shows the diff and exits 1.
+    assert run_cli("export", "--repo", repo_copy, "--check", checkout) == 1
+    assert "++    # edited in the checkout" in capsys.readouterr().out
+    # Export writes the changed patch under its series name; nothing else changes.
+    before = {p.name: p.read_bytes() for p in (repo_copy / "patches").iterdir()}
+    assert run_cli("export", "--repo", repo_copy, checkout) == 0
+    after = {p.name: p.read_bytes() for p in (repo_copy / "patches").iterdir()}
+    assert sorted(after) == sorted(before)
+    assert [n for n in after if after[n] != before[n]] == [first.name]
+    assert "+    # edited in the checkout" in after[first.name].decode()
+    assert run_cli("export", "--repo", repo_copy, "--check", checkout) == 0
+    # The exported series still applies.
+    assert load_repo(repo_copy, require_pinned_hashes=False).patches[0].name == first.name
+
+
+def test_export_refuses_a_dirty_checkout(series_checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    checkout = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(series_checkout), str(checkout))
+    (checkout / "torch" / "version.py").write_text("# dirty\n")
+    assert run_cli("export", "--repo", copy_repo(tmp_path), checkout) == 1
+    assert "uncommitted changes" in capsys.readouterr().err
+
+
+def test_stage_upstream_applies_with_git_am(
+    pinned_wheel: Path, pristine_checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "staged"
+    # --checkout: staged in a temporary worktree; the checkout itself is left as it was.
+    head = git(pristine_checkout, "rev-parse", "HEAD")
+    assert run_cli("stage-upstream", "--repo", REPO_ROOT, "--out", out, "--checkout", pristine_checkout) == 0
+    assert git(pristine_checkout, "rev-parse", "HEAD") == head
+    assert git(pristine_checkout, "status", "--porcelain") == ""
+    assert len(git(pristine_checkout, "worktree", "list").splitlines()) == 1
+    patches = sorted(out.glob("*.patch"))
+    assert len(patches) >= 3
+    texts = [p.read_text() for p in patches]
+    assert all(f"[PATCH {i}/{len(patches)}]" in t for i, t in enumerate(texts, 1))
+    assert all("Summary:" in t and "Motivation:" in t and "Test Plan:" in t for t in texts)
+    assert "55.8 ms" in texts[0] and "${" not in "".join(texts)
+    assert "AsStridedBackward0 -> ViewBackward0" in "".join(texts)
+
+    fresh = tmp_path / "fresh"
+    git(tmp_path, "clone", "-q", str(pristine_checkout), str(fresh))
+    git(fresh, "am", "-q", "--keep-non-patch", *map(str, patches))
+    repo = load_repo(REPO_ROOT)
+    assert len(git(fresh, "rev-list", "origin/main..HEAD").split()) == len(patches)
+    for rel, data in repo.overlay.items():
+        assert (fresh / rel).read_bytes() == data
+    pristine = {rel: (pristine_checkout / rel).read_bytes() for rel in repo.touched_files}
+    for rel, data in apply_series(pristine, repo.patches, reverse=False).items():
+        assert (fresh / rel).read_bytes() == data
+    assert (fresh / "test/functorch/test_aot_view_replay.py").read_bytes() == UPSTREAM_TEST.read_bytes()
+
+
+def test_stage_upstream_refuses_a_stack_that_does_not_import(
+    pristine_checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack = (REPO_ROOT / "upstream" / "stack.toml").read_text()
+    moved = '    "torch/_functorch/_aot_autograd/view_replay/plan.py",\n'
+    assert moved in stack
+    broken = stack.replace(moved, "", 1).replace(
+        'patches = ["0003-', 'overlay = ["torch/_functorch/_aot_autograd/view_replay/plan.py"]\npatches = ["0003-', 1
+    )
+    (tmp_path / "stack.toml").write_text(broken)
+    out = tmp_path / "staged"
+    assert run_cli("stage-upstream", "--repo", REPO_ROOT, "--out", out, "--checkout", pristine_checkout,
+                   "--stack", tmp_path / "stack.toml") == 1
+    err = capsys.readouterr().err
+    assert "would not import on its own" in err and "view_replay/plan.py, which this commit does not have" in err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_stage_upstream_refuses_unstaged_and_unknown_items(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stack = (REPO_ROOT / "upstream" / "stack.toml").read_text()
+    broken = stack.replace('    "torch/_functorch/_aot_autograd/view_replay/symbols.py",\n', "", 1).replace(
+        "${unbind_backward_ms}", "${no_such_number}", 1
+    )
+    (tmp_path / "stack.toml").write_text(broken)
+    assert run_cli("stage-upstream", "--repo", REPO_ROOT, "--out", tmp_path / "o", "--stack", tmp_path / "stack.toml") == 1
+    assert "overlay module torch/_functorch/_aot_autograd/view_replay/symbols.py is not staged" in capsys.readouterr().err
+
+
+def test_upstream_test_file_is_self_contained() -> None:
+    """Upstream's idiom: common_utils.TestCase and run_tests(), no import from this repository."""
+    tree = ast.parse(UPSTREAM_TEST.read_text())
+    modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
+    assert not {m for m in modules if m and m.split(".")[0] in {"viewreplay", "view_replay_testing"}}
+    assert "torch.testing._internal.common_utils" in modules
+    assert "run_tests()" in UPSTREAM_TEST.read_text()
+
+
+def test_rebase_check_on_the_pinned_wheel_is_clean(pinned_wheel: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("rebase-check", "--repo", REPO_ROOT, "--wheel", pinned_wheel) == 0
+    out = capsys.readouterr().out
+    assert "against torch 2.13.0" in out and "FAIL" not in out
+
+
+def test_rebase_check_names_failing_hunks(
+    pristine_checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new = tmp_path / "new"
+    shutil.copytree(pristine_checkout, new, ignore=shutil.ignore_patterns(".git"))
+    (new / "version.txt").write_text("2.14.0\n")
+    registrations = new / "torch" / "_logging" / "_registrations.py"
+    registrations.write_text(registrations.read_text().replace('register_artifact("custom_format_test_artifact"',
+                                                               'register_artifact("renamed_test_artifact"', 1))
+    assert run_cli("rebase-check", "--repo", REPO_ROOT, "--checkout", new) == 1
+    out = capsys.readouterr().out
+    assert "against torch 2.14.0" in out
+    first = load_repo(REPO_ROOT).patches[0].name
+    assert f"{first}: 1 of 1 hunk(s) FAIL" in out
+    assert "torch/_logging/_registrations.py hunk #1 @@" in out
+    assert "custom_format_test_artifact" in out  # the expected line that is gone

@@ -1,0 +1,202 @@
+"""The quilt-style round trip: a git checkout with one commit per patch, and the export back to ``patches/``.
+
+``checkout-series DIR`` makes the stand-in checkout (``make-checkout``), ``git am``s the series (one
+commit per patch, authors and dates kept) and adds the overlay as a last commit. Edit there with git
+(``commit --amend``, ``rebase -i``), then ``export DIR`` writes the hook commits back to ``patches/``
+with ``git format-patch --no-signature --zero-commit`` and the files the branch adds back to
+``torch_overlay/``. Output is byte-identical for identical commits; ``export --check`` compares
+instead of writing.
+
+Naming: a commit keeps the ``series`` name of the patch with the same subject; commits left over are
+paired with leftover names by position (a reworded commit keeps its file); any remaining new commit
+gets git's own file name and is appended to ``series``; patches without a commit are removed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from viewreplay import ViewReplayError
+from viewreplay.checkout import make_checkout
+from viewreplay.gitrepo import check_upstream_checkout, git, git_show, numbering_style, patch_identity, patch_subject
+from viewreplay.pin import OVERLAY_DIR, SERIES_FILE, Repo, patch_targets
+
+OVERLAY_COMMIT_SUBJECT = "viewreplay: overlay modules (torch_overlay/; exported as files, not as a patch)"
+
+
+def checkout_series(repo: Repo, wheel: Path, dest: Path) -> list[str]:
+    """Make the checkout at ``dest``: tag, one commit per patch, then one commit with the overlay. Return subjects."""
+    make_checkout(repo.pin, wheel, dest, all_files=False)
+    identity = patch_identity(repo.patches[0])
+    for patch in repo.patches:
+        try:
+            # --keep-non-patch keeps "[logging]"-style subject prefixes, so the export reproduces them.
+            git(dest, "am", "-q", "--keep-non-patch", "--committer-date-is-author-date", str(patch), identity=identity)
+        except ViewReplayError as exc:
+            git(dest, "am", "--abort", check=False)
+            raise ViewReplayError(f"{patch}: does not apply on {repo.pin.upstream_tag}: {exc}") from None
+    if repo.overlay:
+        for rel, data in repo.overlay.items():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            (dest / rel).write_bytes(data)
+        git(dest, "add", "-f", "--", *repo.overlay)
+        git(dest, "commit", "-q", "--no-verify", "-m", OVERLAY_COMMIT_SUBJECT, identity=identity)
+    return git(dest, "log", "--reverse", "--format=%s", f"{repo.pin.upstream_tag}..HEAD").splitlines()
+
+
+@dataclass
+class Export:
+    """What ``export`` would write: repo-relative path -> content (None: delete)."""
+
+    files: dict[str, bytes | None] = field(default_factory=dict)
+    series: list[str] = field(default_factory=list)
+
+
+def _added_files(checkout: Path, tag: str) -> list[str]:
+    """Files the branch adds relative to the tag (the overlay); refuse deletions and additions outside torch/."""
+    added, problems = [], []
+    for line in git(checkout, "diff", "--name-status", "--no-renames", tag, "HEAD").splitlines():
+        status, _, path = line.partition("\t")
+        if status == "A":
+            (added if path.startswith("torch/") else problems).append(path)
+        elif status == "D":
+            problems.append(f"{path} (deleted; patches may only modify upstream files)")
+    if problems:
+        raise ViewReplayError(f"{checkout}: the branch adds or deletes files that cannot be exported: {problems}")
+    return added
+
+
+def compute_export(repo: Repo, checkout: Path, *, numbering: str = "auto") -> Export:
+    """Compute the patches, series and overlay that ``checkout``'s branch stands for."""
+    tag = repo.pin.upstream_tag
+    check_upstream_checkout(checkout, repo.pin)
+    dirty = git(checkout, "status", "--porcelain", "--untracked-files=normal")
+    if dirty:
+        raise ViewReplayError(f"{checkout}: uncommitted changes; commit them (or stash) first:\n{dirty.rstrip()}")
+    added = _added_files(checkout, tag)
+    if numbering == "auto":
+        numbering = numbering_style(repo.patches)
+    result = Export()
+    with tempfile.TemporaryDirectory(prefix="viewreplay-export-") as tmp:
+        out = Path(tmp)
+        excludes = [f":(exclude){path}" for path in added]
+        git(checkout, "format-patch", "-q", "--no-signature", "--zero-commit",
+            "--numbered" if numbering == "numbered" else "--no-numbered",
+            "-o", str(out), f"{tag}..HEAD", "--", ".", *excludes)
+        generated = sorted(out.glob("*.patch"))
+        if not generated:
+            raise ViewReplayError(f"{checkout}: no commit after {tag} modifies an upstream file; nothing to export")
+        for patch in generated:
+            patch_targets(patch)  # refuses anything a series patch may not contain
+        names = _name_patches(repo, [p.read_text(encoding="utf-8") for p in generated], [p.name for p in generated])
+        for name, patch in zip(names, generated):
+            result.files[f"patches/{name}"] = patch.read_bytes()
+        result.series = names
+    for old in repo.patches:
+        if old.name not in names:
+            result.files[f"patches/{old.name}"] = None
+    result.files[SERIES_FILE.as_posix()] = _series_text(repo, names).encode()
+    for rel in added:
+        result.files[f"{OVERLAY_DIR}/{rel}"] = git_show(checkout, "HEAD", rel)
+    for rel in repo.overlay:
+        if rel not in added:
+            result.files[f"{OVERLAY_DIR}/{rel}"] = None
+    return result
+
+
+def _name_patches(repo: Repo, texts: list[str], git_names: list[str]) -> list[str]:
+    """Series names for the generated patches (see the module docstring)."""
+    old = [(p.name, patch_subject(p.read_text(encoding="utf-8"))) for p in repo.patches]
+    names: list[str | None] = [None] * len(texts)
+    free = dict(old)
+    for i, text in enumerate(texts):
+        subject = patch_subject(text)
+        match = next((name for name, s in free.items() if s == subject), None)
+        if match is not None:
+            names[i] = match
+            del free[match]
+    leftovers = [name for name, _ in old if name in free]
+    for i in range(len(texts)):
+        if names[i] is None and leftovers:
+            names[i] = leftovers.pop(0)
+    taken = {n for n in names if n}
+    for i, git_name in enumerate(git_names):
+        if names[i] is None:
+            candidate = git_name
+            number = 1
+            while candidate in taken:
+                number += 1
+                candidate = re.sub(r"\.patch$", f"-{number}.patch", git_name)
+            names[i] = candidate
+            taken.add(candidate)
+    return [n for n in names if n]
+
+
+def _series_text(repo: Repo, names: list[str]) -> str:
+    """The series file for ``names``: unchanged if the order is, else its comment lines plus the names."""
+    path = repo.root / SERIES_FILE
+    current = path.read_text(encoding="utf-8")
+    if [p.name for p in repo.patches] == names:
+        return current
+    comments = [line for line in current.splitlines() if line.lstrip().startswith("#")]
+    return "".join(f"{line}\n" for line in comments + names)
+
+
+def current_files(repo: Repo, export: Export) -> dict[str, bytes | None]:
+    """The repository's present content of every path ``export`` would write or delete."""
+    paths = set(export.files) | {f"{OVERLAY_DIR}/{rel}" for rel in repo.overlay}
+    return {rel: (repo.root / rel).read_bytes() if (repo.root / rel).is_file() else None for rel in sorted(paths)}
+
+
+def diff_export(repo: Repo, export: Export) -> str:
+    """A unified diff from the repository's files to what ``export`` would write ('' if equal)."""
+    chunks = []
+    current = current_files(repo, export)
+    for rel in sorted(export.files):
+        old, new = current.get(rel), export.files[rel]
+        if old == new:
+            continue
+        old_lines = old.decode("utf-8", "replace").splitlines(keepends=True) if old is not None else []
+        new_lines = new.decode("utf-8", "replace").splitlines(keepends=True) if new is not None else []
+        chunks.append(
+            "".join(difflib.unified_diff(old_lines, new_lines, f"a/{rel}" if old is not None else "/dev/null",
+                                         f"b/{rel}" if new is not None else "/dev/null"))
+            or f"{rel}: differs\n"
+        )
+    return "".join(chunks)
+
+
+def write_export(repo: Repo, export: Export) -> list[str]:
+    """Write ``export`` into the repository; return the changed paths."""
+    changed = []
+    current = current_files(repo, export)
+    for rel, data in sorted(export.files.items()):
+        if current.get(rel) == data:
+            continue
+        path = repo.root / rel
+        if data is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        changed.append(rel)
+    overlay_root = repo.root / OVERLAY_DIR
+    if overlay_root.is_dir():
+        for directory in sorted((d for d in overlay_root.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)):
+            if not any(directory.iterdir()):
+                directory.rmdir()
+    return changed
+
+
+__all__ = [
+    "Export",
+    "OVERLAY_COMMIT_SUBJECT",
+    "checkout_series",
+    "compute_export",
+    "diff_export",
+    "write_export",
+]

@@ -1,0 +1,213 @@
+"""Stage the series for upstream: PR-sized commits on the pinned tag, exported with ``git format-patch``.
+
+``upstream/stack.toml`` says how: one ``[[pr]]`` table per commit, in order, naming the series
+patches it applies, the overlay modules it adds (as new files) and the upstream-form files it adds
+from ``upstream/`` (tests, at their in-tree paths); its subject and message template; and the
+``[numbers]`` the messages quote (``${name}`` placeholders). Every patch and every overlay module
+must be staged exactly once, and every commit must be importable on its own: a relative import of
+an overlay module (or of a name from one) that only a later commit adds is refused.
+"""
+
+from __future__ import annotations
+
+import ast
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+from viewreplay import ViewReplayError
+from viewreplay.checkout import make_checkout
+from viewreplay.gitrepo import Identity, check_upstream_checkout, git, patch_identity
+from viewreplay.pin import Repo
+
+STACK_FILE = Path("upstream") / "stack.toml"
+UPSTREAM_DIR = "upstream"
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    """One commit of the staged series."""
+
+    name: str
+    subject: str
+    body: str
+    patches: list[Path]
+    overlay: list[str]
+    files: list[str]
+
+    def message(self, numbers: dict[str, object]) -> str:
+        try:
+            body = Template(self.body).substitute({k: str(v) for k, v in numbers.items()})
+        except (KeyError, ValueError) as exc:
+            raise ViewReplayError(f"[[pr]] {self.name}: message template: unknown or bad placeholder {exc}") from None
+        return f"{self.subject}\n\n{body.strip()}\n"
+
+
+@dataclass(frozen=True)
+class Stack:
+    path: Path
+    numbers: dict[str, object]
+    prs: list[PullRequest]
+
+
+def _string_list(table: dict, key: str, where: str) -> list[str]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ViewReplayError(f"{where}: '{key}' must be a list of strings")
+    return value
+
+
+def load_stack(repo: Repo, path: Path | None = None) -> Stack:
+    """Read and check the stack file against the repository's series, overlay and upstream/ files."""
+    path = path or repo.root / STACK_FILE
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ViewReplayError(f"{path}: file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ViewReplayError(f"{path}: invalid TOML: {exc}") from None
+    numbers = data.get("numbers", {})
+    if not isinstance(numbers, dict):
+        raise ViewReplayError(f"{path}: [numbers] must be a table")
+    by_name = {p.name: p for p in repo.patches}
+    prs, problems = [], []
+    for index, table in enumerate(data.get("pr", [])):
+        where = f"{path}: [[pr]] #{index + 1}"
+        name, subject, body = table.get("name"), table.get("subject"), table.get("body")
+        if not all(isinstance(v, str) and v.strip() for v in (name, subject, body)):
+            raise ViewReplayError(f"{where}: 'name', 'subject' and 'body' must be non-empty strings")
+        patches = _string_list(table, "patches", where)
+        overlay = _string_list(table, "overlay", where)
+        files = _string_list(table, "files", where)
+        problems += [f"{where}: patch {p} is not in the series" for p in patches if p not in by_name]
+        problems += [f"{where}: {o} is not an overlay module" for o in overlay if o not in repo.overlay]
+        problems += [
+            f"{where}: {f} does not exist under {UPSTREAM_DIR}/" for f in files if not (repo.root / UPSTREAM_DIR / f).is_file()
+        ]
+        prs.append(PullRequest(name, subject, body, [by_name[p] for p in patches if p in by_name], overlay, files))
+    if not prs:
+        raise ViewReplayError(f"{path}: no [[pr]] tables")
+    staged_patches = [p.name for pr in prs for p in pr.patches]
+    staged_overlay = [o for pr in prs for o in pr.overlay]
+    for label, staged, expected in (
+        ("patch", staged_patches, [p.name for p in repo.patches]),
+        ("overlay module", staged_overlay, list(repo.overlay)),
+    ):
+        problems += [f"{path}: {label} {x} is staged more than once" for x in sorted(set(staged)) if staged.count(x) > 1]
+        problems += [f"{path}: {label} {x} is not staged by any [[pr]]" for x in expected if x not in staged]
+    if staged_patches != [p for p in (p.name for p in repo.patches) if p in staged_patches]:
+        problems.append(f"{path}: patches must be staged in series order ({', '.join(staged_patches)})")
+    if problems:
+        raise ViewReplayError("the stack does not match the repository:\n  " + "\n  ".join(problems))
+    for pr in prs:
+        pr.message(numbers)  # refuse unknown placeholders before touching any checkout
+    return Stack(path=path, numbers=numbers, prs=prs)
+
+
+def _top_level_names(source: str) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def check_imports(worktree: Path, files: list[str], overlay: set[str]) -> list[str]:
+    """Relative imports in ``files`` that name an overlay module (or a name of one) absent from ``worktree``."""
+    problems = []
+    for rel in files:
+        if not rel.endswith(".py"):
+            continue
+        package = Path(rel).parent
+        for node in ast.walk(ast.parse((worktree / rel).read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or not node.level:
+                continue
+            base = package
+            for _ in range(node.level - 1):
+                base = base.parent
+            module = base.joinpath(*node.module.split(".")) if node.module else base
+            candidates = [f"{module.as_posix()}.py", f"{module.as_posix()}/__init__.py"]
+            target = next((c for c in candidates if c in overlay), None)
+            if node.module and target is not None and not (worktree / target).is_file():
+                problems.append(f"{rel}:{node.lineno} imports {target}, which this commit does not have")
+                continue
+            for alias in node.names:
+                sub = [f"{module.as_posix()}/{alias.name}.py", f"{module.as_posix()}/{alias.name}/__init__.py"]
+                sub_overlay = next((s for s in sub if s in overlay), None)
+                if sub_overlay is not None:
+                    if not (worktree / sub_overlay).is_file():
+                        problems.append(f"{rel}:{node.lineno} imports {sub_overlay}, which this commit does not have")
+                elif target is not None and (worktree / target).is_file() and alias.name != "*":
+                    if alias.name not in _top_level_names((worktree / target).read_text(encoding="utf-8")):
+                        problems.append(f"{rel}:{node.lineno} imports {alias.name} from {target}, which does not define it")
+    return problems
+
+
+def _stage_commits(repo: Repo, stack: Stack, worktree: Path, identity: Identity) -> None:
+    """Create one commit per PR in ``worktree`` (detached at the tag)."""
+    overlay = set(repo.overlay)
+    touched: list[str] = []
+    staged: list[str] = []
+    for pr in stack.prs:
+        for patch in pr.patches:
+            git(worktree, "apply", "--index", "--whitespace=nowarn", str(patch))
+            touched += [t for t in repo.targets[patch] if t not in touched]
+        for rel in pr.overlay:
+            (worktree / rel).parent.mkdir(parents=True, exist_ok=True)
+            (worktree / rel).write_bytes(repo.overlay[rel])
+        for rel in pr.files:
+            (worktree / rel).parent.mkdir(parents=True, exist_ok=True)
+            (worktree / rel).write_bytes((repo.root / UPSTREAM_DIR / rel).read_bytes())
+        if pr.overlay or pr.files:
+            git(worktree, "add", "-f", "--", *pr.overlay, *pr.files)
+        staged += pr.overlay
+        problems = check_imports(worktree, touched + staged, overlay)
+        if problems:
+            raise ViewReplayError(
+                f"{stack.path}: [[pr]] {pr.name} would not import on its own; stage the module earlier "
+                "or split it:\n  " + "\n  ".join(problems)
+            )
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".msg", delete=False) as handle:
+            handle.write(pr.message(stack.numbers))
+        try:
+            git(worktree, "commit", "-q", "--no-verify", "--cleanup=verbatim", "-F", handle.name, identity=identity)
+        finally:
+            Path(handle.name).unlink()
+
+
+def stage_upstream(
+    repo: Repo, out: Path, *, wheel: Path | None, checkout: Path | None, stack_path: Path | None = None,
+    identity: Identity | None = None,
+) -> list[Path]:
+    """Write the staged series into ``out`` (new or empty); return the patch files."""
+    stack = load_stack(repo, stack_path)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ViewReplayError(f"{out}: exists and is not an empty directory")
+    identity = identity or patch_identity(repo.patches[0])
+    tag = repo.pin.upstream_tag
+    with tempfile.TemporaryDirectory(prefix="viewreplay-stage-") as tmp:
+        worktree = Path(tmp) / "pytorch"
+        if checkout is not None:
+            check_upstream_checkout(checkout, repo.pin)
+            git(checkout, "worktree", "add", "-q", "--detach", str(worktree), tag)
+        else:
+            if wheel is None:
+                raise ViewReplayError("stage-upstream needs --checkout DIR or the pinned wheel")
+            make_checkout(repo.pin, wheel, worktree, all_files=False)
+        try:
+            _stage_commits(repo, stack, worktree, identity)
+            out.mkdir(parents=True, exist_ok=True)
+            git(worktree, "format-patch", "-q", "--no-signature", "--zero-commit", "--numbered",
+                "-o", str(out.resolve()), f"{tag}..HEAD")
+        finally:
+            if checkout is not None:
+                git(checkout, "worktree", "remove", "--force", str(worktree), check=False)
+                git(checkout, "worktree", "prune", check=False)
+    return sorted(out.glob("*.patch"))

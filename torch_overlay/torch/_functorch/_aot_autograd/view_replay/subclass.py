@@ -1,0 +1,166 @@
+"""
+View replay for outputs of traceable wrapper subclasses (DTensor, TwoTensor, ...).
+
+Note [Subclass view replay]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Functionalization runs below a traceable wrapper subclass: the ViewMetas it
+records describe the *inner* tensors, whose view arguments may differ from the
+outer ones (a DTensor's local view of a Shard(0) tensor has local sizes). For a
+subclass output, AOTAutograd therefore records no ViewMeta sequence and
+regenerated the output with as_strided() (DTensor: "as_strided not supported").
+
+At compile time autograd has recorded, for the fake outer output, a view
+function at the outer level (``_view_func_unsafe``). We replay it once on the
+fake outer base under a TorchDispatchMode that sits above the subclass's
+``__torch_dispatch__`` and records the outer view ops with their outer
+arguments (global, for DTensor). The recorded chain is planned like a ViewMeta
+chain (symbols bound, rendered to plain Python, pickled with the cache entry)
+and replayed at runtime by calling the aten view ops on the real outer base:
+autograd records eager's nodes and the subclass runs its own view handling
+(DTensor's sharding propagation). The result is verified against the graph's
+output at the outer level and, recursively, on every inner tensor; anything
+else goes to the fallback point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch._subclasses.functional_tensor import FunctionalTensorMode
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass, TorchDispatchMode
+
+from . import config
+from .fallback import FallbackReason
+from .plan import ArgumentRenderer, assemble_plan, UnplannableView, UnrenderableArgument, ViewReplayPlan
+
+
+class _RecordOuterViews(TorchDispatchMode):
+    """Records the aten ops called on tensors while replaying a view function."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[torch._ops.OpOverload, tuple[Any, ...], dict[str, Any], Any]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        self.calls.append((func, tuple(args), dict(kwargs), out))
+        return out
+
+
+class SubclassViewChain:
+    """Stands in for a ViewMetaSequence on a subclass output: the outer view chain's plan."""
+
+    # No ViewMetas: make_runtime_safe() and the runtime only look at replay_plan.
+    sequence: tuple[()] = ()
+
+    def __init__(self, replay_plan: ViewReplayPlan | UnplannableView) -> None:
+        self.replay_plan = replay_plan
+
+    def __repr__(self) -> str:
+        plan = self.replay_plan
+        steps = plan.view_metas if isinstance(plan, ViewReplayPlan) else plan.reason.name
+        return f"SubclassViewChain({steps})"
+
+    def __eq__(self, other: object) -> bool:
+        if other is None:
+            return True
+        if not isinstance(other, SubclassViewChain):
+            return NotImplemented
+        return self.replay_plan == other.replay_plan
+
+
+def plan_subclass_view_chain(
+    out: Tensor, *, base: Tensor | None, inputs: Sequence[object]
+) -> SubclassViewChain:
+    """Compile-time hook: plan the outer view chain of a subclass output aliasing ``base``."""
+    if not config.replay_subclass_views:
+        return SubclassViewChain(
+            UnplannableView(FallbackReason.REPLAY_DISABLED, "view_replay.config.replay_subclass_views is off")
+        )
+    return SubclassViewChain(_plan(out, base=base, inputs=inputs))
+
+
+def _plan(out: Tensor, *, base: Tensor | None, inputs: Sequence[object]) -> ViewReplayPlan | UnplannableView:
+    kind = type(out).__name__
+    if base is None or not out._is_view() or out._base is not base:
+        return UnplannableView(
+            FallbackReason.NO_VIEW_META,
+            f"{kind} output is not an autograd view of the base it is regenerated from",
+        )
+    recorder = _RecordOuterViews()
+    try:
+        with FunctionalTensorMode(), recorder:
+            replayed = out._view_func_unsafe(base)
+    except Exception as e:  # noqa: BLE001 - any failure means: no replayable outer chain
+        return UnplannableView(FallbackReason.REPLAY_ERROR, f"{kind} view function: {type(e).__name__}: {e}")
+
+    renderer = ArgumentRenderer()
+    body: list[str] = []
+    constants: dict[str, str] = {}
+    names: list[str] = []
+    # Each recorded call must consume the previous one's result (or one of its pieces).
+    current: Any = base
+    key_parts: list[str] = ["id(base)"]
+    try:
+        for i, (func, args, kwargs, result) in enumerate(recorder.calls):
+            if not args or kwargs:
+                raise UnrenderableArgument(f"{func} called with keyword arguments or no self")
+            if isinstance(current, (tuple, list)):
+                index = next((k for k, t in enumerate(current) if t is args[0]), None)
+                if index is None:
+                    raise UnrenderableArgument(f"{func} does not consume the previous view")
+                body[-1] += f"[{index}]"
+                key_parts.append(repr(index))
+            elif args[0] is not current:
+                raise UnrenderableArgument(f"{func} does not consume the previous view")
+            if not isinstance(func, torch._ops.OpOverload) or not func.is_view:
+                raise UnrenderableArgument(f"{func} is not a view op")
+            first_expr = len(renderer.symbolic_exprs)
+            rendered = renderer.render_args(tuple(args[1:]))
+            name = str(func)  # e.g. aten.slice.Tensor
+            names.append(name)
+            constants[f"_op{i}"] = f"ops.{name}"
+            if isinstance(result, (tuple, list)):
+                key_parts += [repr(f"{name}{rendered}"), *renderer.symbolic_exprs[first_expr:]]
+                body.append(
+                    f"t = _pieces(groups, ({', '.join(key_parts)},), lambda t=t: _op{i}(t, *{rendered}))"
+                )
+            else:
+                body.append(f"t = _op{i}(t, *{rendered})")
+            current = result
+    except UnrenderableArgument as e:
+        return UnplannableView(FallbackReason.UNBOUND_SYMBOL, f"{kind} outer view chain: {e}")
+    if isinstance(current, (tuple, list)):
+        index = next((k for k, t in enumerate(current) if t is replayed), None)
+        if index is not None:
+            body[-1] += f"[{index}]"
+            current = current[index]
+    if current is not replayed or not recorder.calls:
+        return UnplannableView(
+            FallbackReason.NO_VIEW_META, f"{kind} view function did not replay as a chain of view ops"
+        )
+    return assemble_plan(tuple(names), body, renderer, constants, base=base, target=out, inputs=inputs)
+
+
+def same_inner_layouts(a: Any, b: Any, same_layout: Any) -> bool:
+    """Whether two subclass tensors' inner tensors (recursively) have the same layouts.
+
+    Flattened attributes that are not tensors (opaque objects such as a
+    DTensor's device mesh) must be equal.
+    """
+    if not isinstance(a, Tensor):
+        return not isinstance(b, Tensor) and a == b
+    if not is_traceable_wrapper_subclass(a):
+        return not is_traceable_wrapper_subclass(b) and same_layout(a, b)
+    if type(a) is not type(b):
+        return False
+    attrs_a, _ = a.__tensor_flatten__()  # type: ignore[attr-defined]
+    attrs_b, _ = b.__tensor_flatten__()  # type: ignore[attr-defined]
+    if attrs_a != attrs_b:
+        return False
+    return all(same_inner_layouts(getattr(a, n), getattr(b, n), same_layout) for n in attrs_a)
+
