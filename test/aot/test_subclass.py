@@ -17,7 +17,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import unittest
 
 import torch
 import torch._dynamo

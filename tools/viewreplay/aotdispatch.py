@@ -15,13 +15,12 @@ import json
 import os
 import subprocess
 import tempfile
-import tomllib
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
 from viewreplay import ViewReplayError
-from viewreplay.pin import Pin
+from viewreplay.pin import Pin, read_toml
 from viewreplay.tree import public_version, tree_version
 
 SUBSET_FILE = Path("tools") / "aotdispatch_subset.toml"
@@ -57,12 +56,7 @@ class Subset:
 
 def load_subset(path: Path) -> Subset:
     """Read the subset file; every entry needs a class, a name and a reason."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ViewReplayError(f"{path}: file not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ViewReplayError(f"{path}: invalid TOML: {exc}") from None
+    data = read_toml(path)
     test_file = data.get("file")
     if not isinstance(test_file, str) or not test_file:
         raise ViewReplayError(f"{path}: 'file' (the test file, relative to the checkout) is required")

@@ -8,6 +8,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from viewreplay import ViewReplayError
 
@@ -53,15 +54,20 @@ class Pin:
         return f"{self.version}+{local}"
 
 
-def load_pin(repo: Path) -> Pin:
-    """Read and validate ``pin.toml`` of ``repo``."""
-    path = repo / PIN_FILE
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse a TOML file; refuse a missing or invalid one, naming it."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ViewReplayError(f"{path}: file not found") from None
     except tomllib.TOMLDecodeError as exc:
         raise ViewReplayError(f"{path}: invalid TOML: {exc}") from None
+
+
+def load_pin(repo: Path) -> Pin:
+    """Read and validate ``pin.toml`` of ``repo``."""
+    path = repo / PIN_FILE
+    data = read_toml(path)
     torch = data.get("torch")
     if not isinstance(torch, dict):
         raise ViewReplayError(f"{path}: missing [torch] table")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import tempfile
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -20,7 +19,7 @@ from string import Template
 from viewreplay import ViewReplayError
 from viewreplay.checkout import make_checkout
 from viewreplay.gitrepo import Identity, check_upstream_checkout, git, patch_identity
-from viewreplay.pin import Repo
+from viewreplay.pin import read_toml, Repo
 
 STACK_FILE = Path("upstream") / "stack.toml"
 UPSTREAM_DIR = "upstream"
@@ -62,12 +61,7 @@ def _string_list(table: dict, key: str, where: str) -> list[str]:
 def load_stack(repo: Repo, path: Path | None = None) -> Stack:
     """Read and check the stack file against the repository's series, overlay and upstream/ files."""
     path = path or repo.root / STACK_FILE
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ViewReplayError(f"{path}: file not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ViewReplayError(f"{path}: invalid TOML: {exc}") from None
+    data = read_toml(path)
     numbers = data.get("numbers", {})
     if not isinstance(numbers, dict):
         raise ViewReplayError(f"{path}: [numbers] must be a table")

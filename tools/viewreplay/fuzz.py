@@ -1,0 +1,761 @@
+"""Fuzzing of view replay: small random programs of view ops, pointwise ops and in-place
+mutations, run eagerly and through ``torch.compile``, compared end to end.
+
+A program is data (:class:`Program`: input specs, a list of :class:`Step` and the indices of
+the values it returns), so it prints as Python source (:meth:`Program.source`), replays
+(:func:`check_program`) and shrinks (hypothesis minimises the choices that produced it).
+
+Generation (:func:`programs`) simulates the program eagerly, step by step, on the inputs of the
+first size, and only offers the view and pointwise ops that apply to the value at hand (each op
+is tried on a detached alias). The view ops cover every dense ViewMeta op of
+``sweep.OPS`` (multi-output ones included: the first and last piece become values); see
+``VIEW_OPS``.
+
+Oracle (:func:`check_program`): for each of ``dynamic=False`` and ``dynamic=True`` (one compiled
+function each, run at two sizes; static recompiles), eager and compiled run on equal fresh
+inputs and must agree on
+
+* whether they raise, and the type of the error (see Note [Eager errors] below);
+* every output's values, dtype, size, observable strides (size-1 dims and empty tensors are
+  ignored), storage offset, ``_is_view()``, ``requires_grad``, ``is_leaf``;
+* which outputs share storage with which inputs and which other outputs, and which outputs
+  *are* (``is``) which inputs;
+* the inputs after the call (mutations: values and metadata);
+* the gradients of every leaf after backward through a weighted sum of the differentiable
+  outputs (or the type of the error backward raises).
+
+Strict mode (``view_replay.config.strict``) is on: a fallback raises
+``ViewReplayFallbackError``. A fallback whose reason is in :data:`ACCEPTED_FALLBACKS` and
+whose program has the feature the entry names is accepted: the program is rerun (fresh
+compilation) with strict mode off and compared as above. Any other fallback fails the case.
+
+Note [Eager errors]
+~~~~~~~~~~~~~~~~~~~
+Generation keeps programs whose eager run raises at an in-place step (in-place on a leaf that
+requires grad, on a piece of unbind/split, on an expanded view, ...): the program ends at that
+step. The compiled call must then raise too, an error of the same type (Dynamo's wrappers are
+unwrapped to the underlying exception). A compiled call that succeeds where eager raises is a
+failure: compiled code must not accept what eager rejects. The same holds for ``backward()``.
+
+Known, accepted differences (excluded from the comparison), see :data:`EXCLUSIONS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+
+# ---------------------------------------------------------------------------------------------
+# What is accepted
+# ---------------------------------------------------------------------------------------------
+
+# Fallback reason -> (program feature that explains it, why it is accepted).
+# A fallback with a reason not listed here, or in a program without the feature, fails.
+ACCEPTED_FALLBACKS: dict[str, tuple[str, str]] = {
+    "NO_VIEW_META": (
+        "input_metadata_mutation",
+        "an output aliasing an input whose metadata was mutated in place (t_/transpose_/"
+        "unsqueeze_/squeeze_/as_strided_ on an input, or on a view of one) has no ViewMeta "
+        "sequence upstream: functionalization records the mutation as a new base",
+    ),
+    "VIEW_FUNC_AS_STRIDED": (
+        "input_metadata_mutation",
+        "same programs: without ViewMetas the recorded view function is replayed, and for an "
+        "input whose metadata was mutated autograd keeps as_strided() as that function",
+    ),
+    "UNBOUND_SYMBOL": (
+        "unbacked",
+        "a symbol equal to no input, base or output size (unbacked values from .item()); the "
+        "generator makes no such programs today, the entry documents the known limit",
+    ),
+}
+
+# Accepted differences between eager and compiled that the oracle does not check, and why.
+EXCLUSIONS: dict[str, str] = {
+    "stock torch": "only the patched torch is fuzzed: stock-only deviations are the bugs the "
+    "series fixes (test_symbolic_replay.py documents them), not findings",
+    "subclass inputs": "graphs with tensor-subclass inputs are out of scope (test_subclass.py)",
+    "graph breaks": "Dynamo graph breaks are fine: the compiled function is compared end to end",
+    "user as_strided": "a user's as_strided/as_strided_ is replayed as the user's op: it is not a "
+    "fallback and AsStridedBackward0 from it is eager's own",
+    "autograd node types": "not compared here (test_symbolic_replay.py checks them per op): "
+    "in-place view ops are regenerated as their out-of-place twins, and outputs computed by "
+    "the graph carry CompiledFunctionBackward",
+    "strides of size-1 dims / empty tensors": "unobservable, eager and compiled may differ",
+    "error messages": "only the error type is compared when both raise",
+    "storage offset of empty tensors": "unobservable",
+    "upstream bugs": "compiled errors that stock torch 2.13.0 raises on the same program are "
+    "upstream bugs, not the overlay's: KNOWN_UPSTREAM_ERRORS lists them, each with its repro",
+}
+
+# Compiled-only errors that stock torch 2.13.0 raises identically (checked with the stock venv),
+# so not view-replay findings: (exception type name, regex over the formatted traceback, repro).
+KNOWN_UPSTREAM_ERRORS: list[tuple[str, str, str]] = [
+    (
+        "IndexError",
+        r"produce_guards(_verbose)?[\s\S]*symbol_to_source\[symbol\]\[0\]",
+        "dynamic=True, two inputs that are expand()ed views of a third input, and a split() of "
+        "the third: at the second size Dynamo's SHAPE_ENV guard finds no source for a symbol "
+        "(IndexError in produce_guards_verbose). def f(x, a, b): x.split(2); return (a,) with "
+        "a = b = x.unsqueeze(0).expand(2, *x.shape), x of (2, 1) then (4, 1).",
+    ),
+    (
+        "RuntimeError",
+        r"InternalTorchDynamoError[\s\S]*Tensor must have a last dimension of size 2",
+        "dynamic=False: def f(x): c = torch.view_as_complex(x.unflatten(-1, (-1, 2))); "
+        "x.as_strided((x.shape[0] // 2,), (x.stride(0),), x.storage_offset() + 1); return (c,) "
+        "with x of (2, 1, 4): InternalTorchDynamoError in the resume function after the graph "
+        "break (stock raises the same). The generator no longer passes storage_offset().",
+    ),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Programs as data
+# ---------------------------------------------------------------------------------------------
+
+# View ops: name -> source template over {x}. Multi-output ops yield their first and last piece.
+VIEW_OPS: dict[str, str] = {
+    "alias": "torch.ops.aten.alias({x})",
+    # No storage_offset() argument: Dynamo graph-breaks on it and its resume function then
+    # hits an upstream bug (KNOWN_UPSTREAM_ERRORS, second entry).
+    "as_strided": "{x}.as_strided(({x}.shape[0] // 2,), ({x}.stride(0),))",
+    "conj": "{x}.conj()",
+    "neg_view": "torch._neg_view({x})",
+    "detach": "{x}.detach()",
+    "diagonal": "{x}.diagonal()",
+    "diagonal_1": "{x}.diagonal(offset=1, dim1=-1, dim2=0)",
+    "expand": "{x}.unsqueeze(0).expand(2, *{x}.shape)",
+    "permute": "{x}.permute(*reversed(range({x}.dim())))",
+    "reshape_alias": "torch.ops.aten._reshape_alias({x}, ({x}.numel(),), (1,))",
+    "select": "{x}[{x}.shape[0] - 1]",
+    "select_last_dim": "{x}.select(-1, 0)",
+    "slice": "{x}[: {x}.shape[0] // 2]",
+    "slice_1": "{x}[:, 1:]",
+    "slice_step": "{x}[1::2]",
+    "narrow": "{x}.narrow(-1, 1, {x}.shape[-1] - 1)",
+    "split": "{x}.split(2)",
+    "split_sym": "{x}.split({x}.shape[0] // 2)",
+    "chunk": "{x}.chunk(2, dim=-1)",
+    "split_with_sizes": "{x}.split([1, {x}.shape[0] - 1])",
+    "unbind": "{x}.unbind(0)",
+    "unbind_last": "{x}.unbind(-1)",
+    "squeeze": "{x}.squeeze()",
+    "squeeze_dim": "{x}.unsqueeze(1).squeeze(1)",
+    "squeeze_dims": "{x}.unsqueeze(0).squeeze((0,))",
+    "t": "{x}.t()",
+    "transpose": "{x}.transpose(0, -1)",
+    "unfold": "{x}.unfold(0, 2, 1)",
+    "unsqueeze": "{x}.unsqueeze(1)",
+    "view": "{x}.view({x}.shape[-1], -1)",
+    "view_flat": "{x}.view(-1)",
+    "view_split": "{x}.view(2, -1)",
+    "view_as_real": "torch.view_as_real({x})",
+    "view_as_complex": "torch.view_as_complex({x}.unflatten(-1, (-1, 2)))",
+    "view_dtype": "{x}.view(torch.int32)",
+    "view_dtype_back": "{x}.view(torch.float32)",
+    "reshape": "{x}.reshape(-1)",
+    "contiguous": "{x}.contiguous()",
+    "real": "{x}.real",
+}
+MULTI_OUTPUT = {"split", "split_sym", "chunk", "split_with_sizes", "unbind", "unbind_last"}
+
+# Pointwise (fresh-storage) ops over {x} (and {y}, another value).
+POINTWISE_OPS: dict[str, str] = {
+    "mul": "{x} * 2",
+    "add_y": "{x} + {y}",
+    "sin": "{x}.sin()",
+    "clone": "{x}.clone()",
+    "resolve": "{x}.resolve_conj().resolve_neg() * 1",
+}
+
+# In-place mutations of {x}: data, and metadata (in-place view ops).
+MUTATION_OPS: dict[str, str] = {
+    "add_": "{x}.add_(1)",
+    "mul_": "{x}.mul_(2)",
+    "copy_": "{x}.copy_({y})",
+    "nograd_add_": "with torch.no_grad(): {x}.add_(1)",
+    "t_": "{x}.t_()",
+    "transpose_": "{x}.transpose_(0, -1)",
+    "unsqueeze_": "{x}.unsqueeze_(0)",
+    "squeeze_": "{x}.squeeze_()",
+    "as_strided_": "{x}.as_strided_((2, 2), (1, 2))",
+    "requires_grad_": "{x}.requires_grad_()",
+}
+METADATA_MUTATIONS = {"t_", "transpose_", "unsqueeze_", "squeeze_", "as_strided_"}
+
+# Input views: how an input that is a view of another tensor is made from its base.
+INPUT_VIEWS: dict[str, str] = {
+    "slice": "{x}[1:]",
+    "transpose": "{x}.transpose(0, -1)",
+    "expand": "{x}.unsqueeze(0).expand(2, *{x}.shape)",
+    "select": "{x}[0]",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSpec:
+    """One graph input: a fresh leaf of ``shape``, or a view (``view``) of the ``of``-th input."""
+
+    shape: tuple[int, ...] = (4, 4)
+    requires_grad: bool = True
+    of: int | None = None
+    view: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """``kind`` is "view", "pointwise" or "mutation"; ``op`` a key of its table; ``x``/``y`` value indices."""
+
+    kind: str
+    op: str
+    x: int
+    y: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    inputs: tuple[InputSpec, ...]
+    steps: tuple[Step, ...]
+    outputs: tuple[int, ...]
+
+    # -- source ---------------------------------------------------------------------------
+    def num_values(self) -> int:
+        n = len(self.inputs)
+        for s in self.steps:
+            n += _values_added(s)
+        return n
+
+    def statements(self) -> list[str]:
+        lines: list[str] = []
+        n = len(self.inputs)
+        for s in self.steps:
+            lines.append(_render_step(s, n))
+            n += _values_added(s)
+        return lines
+
+    def source(self, name: str = "program") -> str:
+        args = ", ".join(f"v{i}" for i in range(len(self.inputs)))
+        body = [f"    {line}" for line in self.statements()]
+        outs = ", ".join(f"v{i}" for i in self.outputs)
+        body.append(f"    return ({outs},)")
+        return f"def {name}({args}):\n" + "\n".join(body) + "\n"
+
+    def function(self) -> Callable[..., Any]:
+        scope: dict[str, Any] = {"torch": torch}
+        exec(compile(self.source(), "<fuzz program>", "exec"), scope)  # noqa: S102
+        return scope["program"]
+
+    def features(self) -> set[str]:
+        """Features that explain accepted fallbacks (ACCEPTED_FALLBACKS)."""
+        feats: set[str] = set()
+        # Values that alias an input: inputs, and views of them.
+        input_alias = set(range(len(self.inputs)))
+        n = len(self.inputs)
+        for s in self.steps:
+            k = _values_added(s)
+            if s.kind == "view" and s.x in input_alias and s.op not in ("contiguous", "reshape"):
+                input_alias.update(range(n, n + k))
+            if s.kind == "mutation" and s.op in METADATA_MUTATIONS and s.x in input_alias:
+                feats.add("input_metadata_mutation")
+            n += k
+        return feats
+
+    def __str__(self) -> str:
+        return f"inputs={list(self.inputs)}\n{self.source()}"
+
+
+def _values_added(step: Step) -> int:
+    if step.kind == "mutation":
+        return 0
+    if step.kind == "view" and step.op in MULTI_OUTPUT:
+        return 2
+    return 1
+
+
+def _render_step(s: Step, n: int) -> str:
+    table = {"view": VIEW_OPS, "pointwise": POINTWISE_OPS, "mutation": MUTATION_OPS}[s.kind]
+    expr = table[s.op].format(x=f"v{s.x}", y=f"v{s.y}")
+    if s.kind == "mutation":
+        return expr
+    if s.kind == "view" and s.op in MULTI_OUTPUT:
+        return f"_p = {expr}; v{n}, v{n + 1} = _p[0], _p[-1]"
+    return f"v{n} = {expr}"
+
+
+def second_size(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The second size a program runs at: every dim but size-1 ones grows by 2 (same parity)."""
+    return tuple(d if d <= 1 else d + 2 for d in shape)
+
+
+def make_inputs(
+    program: Program, size_index: int = 0, seed: int = 0
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Fresh inputs (and the leaves they are made from) for one run at size 0 or 1."""
+    gen = torch.Generator().manual_seed(seed * 7919 + size_index)
+    inputs: list[torch.Tensor] = []
+    leaves: list[torch.Tensor] = []
+    for spec in program.inputs:
+        if spec.of is None:
+            shape = spec.shape if size_index == 0 else second_size(spec.shape)
+            t = torch.randn(shape, generator=gen).requires_grad_(spec.requires_grad)
+            leaves.append(t)
+        else:
+            base = inputs[spec.of]
+            t = eval(INPUT_VIEWS[spec.view].format(x="base"), {"base": base})  # noqa: S307
+        inputs.append(t)
+    return inputs, leaves
+
+
+# ---------------------------------------------------------------------------------------------
+# Generation (hypothesis)
+# ---------------------------------------------------------------------------------------------
+
+MAX_NUMEL = 256
+MAX_DIM = 4
+
+
+def _try_expr(template: str, x: torch.Tensor, y: torch.Tensor | None = None) -> Any:
+    try:
+        with torch.no_grad():
+            out = eval(template.format(x="x", y="y"), {"torch": torch, "x": x, "y": y})  # noqa: S307
+    except Exception:  # noqa: BLE001
+        return None
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    if not outs or any(o.dim() > MAX_DIM or o.numel() > MAX_NUMEL for o in outs):
+        return None
+    return out
+
+
+def programs(max_steps: int = 6, max_inputs: int = 3) -> Any:
+    """A hypothesis strategy of :class:`Program`."""
+    from hypothesis import strategies as st
+
+    dims = st.integers(min_value=1, max_value=5)
+
+    @st.composite
+    def build(draw: Any) -> Program:
+        n_inputs = draw(st.integers(1, max_inputs))
+        specs: list[InputSpec] = []
+        for i in range(n_inputs):
+            if i > 0 and draw(st.integers(0, 3)) == 0:
+                of = draw(st.integers(0, i - 1))
+                view = draw(st.sampled_from(sorted(INPUT_VIEWS)))
+                specs.append(InputSpec(shape=(), requires_grad=specs[of].requires_grad, of=of, view=view))
+            else:
+                ndim = draw(st.integers(1, 3))
+                shape = tuple(draw(dims) for _ in range(ndim))
+                specs.append(InputSpec(shape=shape, requires_grad=draw(st.booleans())))
+        # Input views that eager cannot make at either size are replaced by fresh leaves.
+        try:
+            for k in (0, 1):
+                make_inputs(Program(tuple(specs), (), ()), k)
+        except Exception:  # noqa: BLE001
+            specs = [dataclasses.replace(s, of=None, view=None, shape=(3, 4)) if s.of is not None else s
+                     for s in specs]
+        inputs, _ = make_inputs(Program(tuple(specs), (), ()), 0)
+        values: list[torch.Tensor] = list(inputs)
+        scope: dict[str, Any] = {"torch": torch}
+        for i, v in enumerate(values):
+            scope[f"v{i}"] = v
+        steps: list[Step] = []
+        n_steps = draw(st.integers(1, max_steps))
+        eager_failed = False
+        for _ in range(n_steps):
+            kind = draw(st.sampled_from(["view", "view", "view", "pointwise", "mutation"]))
+            x = draw(st.integers(0, len(values) - 1))
+            xv = values[x]
+            if kind == "view":
+                ok = [op for op, tpl in VIEW_OPS.items() if _try_expr(tpl, xv.detach()) is not None]
+                if not ok:
+                    continue
+                step = Step("view", draw(st.sampled_from(ok)), x)
+            elif kind == "pointwise":
+                op = draw(st.sampled_from(sorted(POINTWISE_OPS)))
+                y = draw(st.integers(0, len(values) - 1)) if "{y}" in POINTWISE_OPS[op] else None
+                if _try_expr(POINTWISE_OPS[op], xv.detach(), None if y is None else values[y].detach()) is None:
+                    continue
+                step = Step("pointwise", op, x, y)
+            else:
+                op = draw(st.sampled_from(sorted(MUTATION_OPS)))
+                y = draw(st.integers(0, len(values) - 1)) if "{y}" in MUTATION_OPS[op] else None
+                # Shape errors are not interesting; autograd's errors are (Note [Eager errors]).
+                probe = xv.detach().clone()
+                if _try_expr(MUTATION_OPS[op].replace("with torch.no_grad(): ", ""), probe,
+                             None if y is None else values[y].detach()) is None:
+                    continue
+                step = Step("mutation", op, x, y)
+            line = _render_step(step, len(values))
+            try:
+                exec(line, scope)  # noqa: S102
+            except Exception:  # noqa: BLE001
+                if step.kind != "mutation":
+                    continue
+                steps.append(step)
+                eager_failed = True
+                break
+            steps.append(step)
+            for k in range(_values_added(step)):
+                values.append(scope[f"v{len(values)}"])
+        del eager_failed
+        n_out = draw(st.integers(1, 4))
+        outputs = tuple(draw(st.integers(0, len(values) - 1)) for _ in range(n_out))
+        return Program(tuple(specs), tuple(steps), outputs)
+
+    return build()
+
+
+# ---------------------------------------------------------------------------------------------
+# The oracle
+# ---------------------------------------------------------------------------------------------
+
+
+class Mismatch(AssertionError):
+    """Eager and compiled disagree (a finding, or an oracle problem)."""
+
+
+def _observable_strides(t: torch.Tensor) -> tuple[int | None, ...]:
+    if t.numel() == 0:
+        return tuple(None for _ in t.stride())
+    return tuple(None if size == 1 else stride for size, stride in zip(t.size(), t.stride()))
+
+
+def _root_error(e: BaseException) -> BaseException:
+    """The exception Dynamo/AOTAutograd wrapped, if any."""
+    from torch._dynamo.exc import TorchDynamoException
+
+    seen = set()
+    while isinstance(e, TorchDynamoException) and id(e) not in seen:
+        seen.add(id(e))
+        inner = getattr(e, "inner_exception", None) or e.__cause__
+        if inner is None:
+            break
+        e = inner
+    return e
+
+
+def _fallback_reason(e: BaseException) -> str | None:
+    from torch._functorch._aot_autograd.view_replay import ViewReplayFallbackError
+
+    chain: BaseException | None = e
+    seen = set()
+    while chain is not None and id(chain) not in seen:
+        seen.add(id(chain))
+        if isinstance(chain, ViewReplayFallbackError):
+            m = re.search(r"as_strided\(\) \((\w+)\)", str(chain))
+            return m.group(1) if m else "UNKNOWN"
+        chain = getattr(chain, "inner_exception", None) or chain.__cause__ or chain.__context__
+    m = re.search(r"ViewReplayFallbackError: view replay fell back to as_strided\(\) \((\w+)\)", str(e))
+    return m.group(1) if m else None
+
+
+@dataclasses.dataclass
+class RunResult:
+    error: BaseException | None = None
+    outputs: tuple[torch.Tensor, ...] = ()
+    inputs: list[torch.Tensor] = dataclasses.field(default_factory=list)
+    leaves: list[torch.Tensor] = dataclasses.field(default_factory=list)
+    backward_error: BaseException | None = None
+
+
+def _run(fn: Callable[..., Any], program: Program, size_index: int, seed: int) -> RunResult:
+    inputs, leaves = make_inputs(program, size_index, seed)
+    res = RunResult(inputs=inputs, leaves=leaves)
+    try:
+        out = fn(*inputs)
+    except Exception as e:  # noqa: BLE001
+        res.error = e
+        return res
+    res.outputs = tuple(out)
+    return res
+
+
+def _backward(res: RunResult) -> None:
+    loss = None
+    for i, o in enumerate(res.outputs):
+        if o.requires_grad and (o.is_floating_point() or o.is_complex()):
+            if o.is_complex():
+                o = torch.view_as_real(o.resolve_conj())
+            term = (o.resolve_neg().float() * (i + 1)).sum()
+            loss = term if loss is None else loss + term
+    if loss is None:
+        return
+    try:
+        loss.backward()
+    except Exception as e:  # noqa: BLE001
+        res.backward_error = e
+
+
+def known_upstream_error(e: BaseException) -> str | None:
+    """The KNOWN_UPSTREAM_ERRORS repro that ``e`` matches, if any."""
+    import traceback
+
+    root = _root_error(e)
+    text = "".join(traceback.format_exception(root)) + "".join(traceback.format_exception(e))
+    for type_name, pattern, repro in KNOWN_UPSTREAM_ERRORS:
+        if type(root).__name__ == type_name and re.search(pattern, text):
+            return repro
+    return None
+
+
+def _same_error(eager: BaseException, compiled: BaseException) -> bool:
+    root = _root_error(compiled)
+    return isinstance(root, type(eager))
+
+
+def _describe(t: torch.Tensor) -> str:
+    return (f"size={tuple(t.size())} stride={t.stride()} offset={t.storage_offset()} "
+            f"dtype={t.dtype} view={t._is_view()} rg={t.requires_grad} leaf={t.is_leaf}")
+
+
+def _compare_tensor(what: str, r: torch.Tensor, o: torch.Tensor) -> None:
+    problems = []
+    if r.dtype != o.dtype:
+        problems.append("dtype")
+    if r.size() != o.size():
+        problems.append("size")
+    elif _observable_strides(r) != _observable_strides(o):
+        problems.append("stride")
+    if r.numel() and r.storage_offset() != o.storage_offset():
+        problems.append("storage_offset")
+    if r.requires_grad != o.requires_grad:
+        problems.append("requires_grad")
+    if r.is_leaf != o.is_leaf:
+        problems.append("is_leaf")
+    if r._is_view() != o._is_view():
+        problems.append("_is_view")
+    if not problems and r.is_conj() != o.is_conj() and not r.is_complex():
+        problems.append("is_conj")
+    if not problems:
+        rv, ov = r.detach().resolve_conj().resolve_neg(), o.detach().resolve_conj().resolve_neg()
+        if not torch.equal(rv, ov) and not (
+            rv.is_floating_point() or rv.is_complex()
+        ) or (rv.is_floating_point() or rv.is_complex()) and not torch.allclose(
+            rv, ov, rtol=1e-5, atol=1e-5, equal_nan=True
+        ):
+            problems.append("values")
+    if problems:
+        raise Mismatch(f"{what}: {', '.join(problems)} differ: eager {_describe(r)}; compiled {_describe(o)}")
+
+
+def _sharing(outs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> list[list[tuple[bool, bool]]]:
+    everything = list(inputs) + list(outs)
+    return [
+        [(o.untyped_storage().data_ptr() == t.untyped_storage().data_ptr(), o is t) for t in everything]
+        for o in outs
+    ]
+
+
+def compare(ref: RunResult, res: RunResult) -> None:
+    """Raise :class:`Mismatch` where the compiled run ``res`` differs from eager ``ref``."""
+    if ref.error is not None or res.error is not None:
+        if ref.error is None:
+            if known_upstream_error(res.error):
+                return
+            raise Mismatch(f"compiled raised, eager did not: {type(res.error).__name__}: {res.error}") from res.error
+        if res.error is None:
+            raise Mismatch(f"eager raised, compiled did not: {type(ref.error).__name__}: {ref.error}")
+        if not _same_error(ref.error, res.error):
+            raise Mismatch(
+                f"different errors: eager {type(ref.error).__name__}: {ref.error}; compiled "
+                f"{type(_root_error(res.error)).__name__}: {res.error}"
+            ) from res.error
+        return
+    if len(ref.outputs) != len(res.outputs):
+        raise Mismatch(f"{len(ref.outputs)} outputs in eager, {len(res.outputs)} compiled")
+    for i, (r, o) in enumerate(zip(ref.outputs, res.outputs)):
+        _compare_tensor(f"output {i}", r, o)
+    for i, (r, o) in enumerate(zip(ref.inputs, res.inputs)):
+        _compare_tensor(f"input {i} after the call", r, o)
+    if _sharing(ref.outputs, ref.inputs) != _sharing(res.outputs, res.inputs):
+        raise Mismatch(
+            f"storage sharing / identity differs: eager {_sharing(ref.outputs, ref.inputs)}, "
+            f"compiled {_sharing(res.outputs, res.inputs)}"
+        )
+    _backward(ref)
+    _backward(res)
+    if (ref.backward_error is None) != (res.backward_error is None):
+        raise Mismatch(f"backward: eager raised {ref.backward_error!r}, compiled raised {res.backward_error!r}")
+    if ref.backward_error is not None:
+        if not isinstance(res.backward_error, type(ref.backward_error)):
+            raise Mismatch(f"backward errors differ: {ref.backward_error!r} vs {res.backward_error!r}")
+        return
+    for i, (r, o) in enumerate(zip(ref.leaves, res.leaves)):
+        if (r.grad is None) != (o.grad is None):
+            raise Mismatch(f"grad of leaf {i}: eager {r.grad is not None}, compiled {o.grad is not None}")
+        if r.grad is not None and not torch.allclose(r.grad, o.grad, rtol=1e-4, atol=1e-4, equal_nan=True):
+            raise Mismatch(f"grad of leaf {i} differs: eager {r.grad}, compiled {o.grad}")
+
+
+def check_program(
+    program: Program,
+    *,
+    backend: str = "aot_eager",
+    dynamic_modes: Sequence[bool] = (False, True),
+    seed: int = 0,
+) -> None:
+    """Run ``program`` eagerly and compiled (each dynamic mode, two sizes); raise Mismatch on a difference."""
+    import torch._dynamo
+    from torch._functorch._aot_autograd.view_replay import config
+
+    fn = program.function()
+    feats = program.features()
+    for dynamic in dynamic_modes:
+        strict = True
+        while True:
+            torch._dynamo.reset()
+            compiled = torch.compile(fn, backend=backend, dynamic=dynamic)
+            retry = False
+            for size_index in (0, 1):
+                ref = _run(fn, program, size_index, seed)
+                with config.patch(strict=strict):
+                    res = _run(compiled, program, size_index, seed)
+                reason = _fallback_reason(res.error) if res.error is not None else None
+                if reason is not None:
+                    accepted = ACCEPTED_FALLBACKS.get(reason)
+                    if accepted is None or accepted[0] not in feats:
+                        raise Mismatch(
+                            f"dynamic={dynamic} size#{size_index}: unaccepted view-replay fallback "
+                            f"{reason}: {_root_error(res.error)}"
+                        )
+                    strict, retry = False, True
+                    break
+                try:
+                    compare(ref, res)
+                except Mismatch as e:
+                    raise Mismatch(f"dynamic={dynamic} size#{size_index}: {e}") from e
+            if not retry:
+                break
+    torch._dynamo.reset()
+
+
+# ---------------------------------------------------------------------------------------------
+# Runner
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class FuzzReport:
+    programs: int = 0
+    shrink_runs: int = 0
+    failures: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (program, error)
+
+
+def fuzz(
+    n_programs: int,
+    seed: int,
+    *,
+    backend: str = "aot_eager",
+    dynamic_modes: Sequence[bool] = (False, True),
+    max_steps: int = 6,
+    chunk: int = 100,
+    shrink: bool = True,
+    verbose: bool = False,
+) -> FuzzReport:
+    """Run ``n_programs`` generated programs in chunks of ``chunk`` (one hypothesis run each,
+    seeded ``seed + k``). A failing chunk stops at its first failure, which hypothesis shrinks;
+    the minimal program is recorded and the next chunk starts."""
+    import warnings
+
+    from hypothesis import given, HealthCheck, Phase, settings
+    from hypothesis import seed as hseed
+
+    warnings.filterwarnings("ignore")
+    report = FuzzReport()
+    done = 0
+    k = 0
+    while done < n_programs:
+        size = min(chunk, n_programs - done)
+        state = {"failed": False, "runs": 0, "last": None}
+
+        @hseed(seed + k)
+        @settings(
+            max_examples=size,
+            deadline=None,
+            database=None,
+            phases=[Phase.generate, Phase.shrink] if shrink else [Phase.generate],
+            suppress_health_check=list(HealthCheck),
+            print_blob=False,
+            report_multiple_bugs=False,
+        )
+        @given(programs(max_steps=max_steps))
+        def one(program: Program) -> None:
+            state["runs"] += 1
+            if not state["failed"]:
+                report.programs += 1
+            else:
+                report.shrink_runs += 1
+            try:
+                check_program(program, backend=backend, dynamic_modes=dynamic_modes, seed=seed)
+            except Exception as e:
+                state["failed"] = True
+                state["last"] = (str(program), f"{type(e).__name__}: {e}")
+                raise
+
+        try:
+            one()
+        except Exception as e:  # noqa: BLE001
+            prog, err = state["last"] or ("?", repr(e))
+            report.failures.append((prog, err))
+            if verbose:
+                print(f"FAILURE (chunk seed {seed + k}):\n{prog}{err}\n", flush=True)
+        done += size
+        k += 1
+        if verbose:
+            print(f"... {report.programs} programs, {len(report.failures)} failures", flush=True)
+    return report
+
+
+LONG_PROGRAMS = 10_000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m viewreplay.fuzz",
+        description="Fuzz torch.compile's view replay (patched torch): random programs of view "
+        "ops, pointwise ops and mutations, eager vs compiled, strict mode.",
+    )
+    parser.add_argument("--programs", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--backend", default="aot_eager", choices=["aot_eager", "inductor"])
+    parser.add_argument("--long", action="store_true", help=f"run {LONG_PROGRAMS} programs")
+    parser.add_argument("--max-steps", type=int, default=6)
+    parser.add_argument("--static-only", action="store_true")
+    parser.add_argument("--dynamic-only", action="store_true")
+    parser.add_argument("--no-shrink", action="store_true")
+    args = parser.parse_args(argv)
+
+    from .cases import view_replay_installed
+
+    if not view_replay_installed():
+        print("the view_replay overlay is not installed in this torch: nothing to fuzz", file=sys.stderr)
+        return 2
+    n = LONG_PROGRAMS if args.long else args.programs
+    modes: tuple[bool, ...] = (False, True)
+    if args.static_only:
+        modes = (False,)
+    elif args.dynamic_only:
+        modes = (True,)
+    import logging
+
+    torch._logging.set_logs(all=logging.CRITICAL)  # Dynamo logs the upstream guard errors loudly
+    start = time.monotonic()
+    report = fuzz(n, args.seed, backend=args.backend, dynamic_modes=modes, max_steps=args.max_steps,
+                  shrink=not args.no_shrink, verbose=True)
+    print(f"programs run: {report.programs} (+{report.shrink_runs} shrink runs), "
+          f"failures: {len(report.failures)}, {time.monotonic() - start:.0f}s")
+    for prog, err in report.failures:
+        print(f"--- minimal failing program\n{prog}{err}\n")
+    return 1 if report.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
