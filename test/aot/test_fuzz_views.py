@@ -21,7 +21,7 @@ from view_replay_testing import PATCHED
 
 # (hypothesis seed, programs) per test; each program runs static and dynamic, at two sizes.
 AOT_EAGER_BUDGET = ((20250101, 110), (20250102, 110), (20250103, 110))
-INDUCTOR_BUDGET = (20250104, 4)
+INDUCTOR_BUDGET = (20250104, 3)
 
 
 def _run(seed: int, n: int, backend: str, dynamic_modes: tuple[bool, ...]) -> None:

@@ -96,6 +96,13 @@ EXCLUSIONS: dict[str, str] = {
     "upstream bugs, not the overlay's: KNOWN_UPSTREAM_ERRORS lists them, each with its repro",
 }
 
+# Eager errors that compiled code (stock 2.13.0 too) does not raise: functionalization drops
+# the check. Repro: def f(x): x.unsqueeze(0).expand(2, *x.shape).add_(1); return (x,) with x of
+# (1, 1): eager raises, compiled (aot_eager) returns.
+EAGER_ONLY_ERRORS: tuple[str, ...] = (
+    "more than one element of the written-to tensor refers to a single memory location",
+)
+
 # Compiled-only errors that stock torch 2.13.0 raises identically (checked with the stock venv),
 # so not view-replay findings: (exception type name, regex over the formatted traceback, repro).
 KNOWN_UPSTREAM_ERRORS: list[tuple[str, str, str]] = [
@@ -109,7 +116,7 @@ KNOWN_UPSTREAM_ERRORS: list[tuple[str, str, str]] = [
     ),
     (
         "RuntimeError",
-        r"InternalTorchDynamoError[\s\S]*Tensor must have a last dimension of size 2",
+        r"InternalTorchDynamoError[\s\S]*Tensor must have a last dimension (of size 2|with stride 1)",
         "dynamic=False: def f(x): c = torch.view_as_complex(x.unflatten(-1, (-1, 2))); "
         "x.as_strided((x.shape[0] // 2,), (x.stride(0),), x.storage_offset() + 1); return (c,) "
         "with x of (2, 1, 4): InternalTorchDynamoError in the resume function after the graph "
@@ -562,6 +569,8 @@ def compare(ref: RunResult, res: RunResult) -> None:
                 return
             raise Mismatch(f"compiled raised, eager did not: {type(res.error).__name__}: {res.error}") from res.error
         if res.error is None:
+            if any(m in str(ref.error) for m in EAGER_ONLY_ERRORS):
+                return
             raise Mismatch(f"eager raised, compiled did not: {type(ref.error).__name__}: {ref.error}")
         if not _same_error(ref.error, res.error):
             raise Mismatch(
@@ -619,6 +628,10 @@ def check_program(
                 with config.patch(strict=strict):
                     res = _run(compiled, program, size_index, seed)
                 reason = _fallback_reason(res.error) if res.error is not None else None
+                if reason is not None and ref.error is not None:
+                    # Eager raises anyway (Note [Eager errors]): see what compiled does without strict.
+                    strict, retry = False, True
+                    break
                 if reason is not None:
                     accepted = ACCEPTED_FALLBACKS.get(reason)
                     if accepted is None or accepted[0] not in feats:

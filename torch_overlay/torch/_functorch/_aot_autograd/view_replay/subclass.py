@@ -163,4 +163,3 @@ def same_inner_layouts(a: Any, b: Any, same_layout: Any) -> bool:
     if attrs_a != attrs_b:
         return False
     return all(same_inner_layouts(getattr(a, n), getattr(b, n), same_layout) for n in attrs_a)
-
