@@ -8,7 +8,7 @@ STOCK := .venv-stock
 PATCHED := .venv
 TORCH_REQUIREMENT := torch==2.13.0
 WHEEL := dist/torch-2.13.0+viewreplay.cpu-cp311-cp311-manylinux_2_28_x86_64.whl
-TEST_DEPS := pytest expecttest numpy wheel
+TEST_DEPS := pytest expecttest numpy wheel hypothesis
 SOURCES := pin.toml setup.py $(shell find patches torch_overlay tools -type f -not -path '*/__pycache__/*' -not -path '*.egg-info/*')
 
 .PHONY: all report test sweep bench aotdispatch clean
