@@ -34,6 +34,10 @@ from .plan import UnplannableView
 from .subclass import same_inner_layouts
 
 
+# replay_plan of a ViewMetaSequence that attach_replay_plan did not see.
+_NOT_PLANNED = object()
+
+
 def same_layout(a: Tensor, b: Tensor) -> bool:
     """Whether two views address the same elements of a storage in the same order.
 
@@ -99,13 +103,14 @@ def _replay(
     inputs: Mapping[int, object] | None,
     groups: dict[tuple[object, ...], tuple[Tensor, ...]] | None,
 ) -> Tensor:
-    plan = getattr(view_meta_sequence, "replay_plan", None)
-    if plan is None:
-        if any(vm.has_symbolic_inputs for vm in view_meta_sequence.sequence):
-            return _fallback(
-                base, target, FallbackReason.NO_VIEW_META,
-                f"{view_meta_sequence!r} has symbolic arguments but no replay plan",
-            )
+    plan = getattr(view_meta_sequence, "replay_plan", _NOT_PLANNED)
+    if plan is _NOT_PLANNED and any(vm.has_symbolic_inputs for vm in view_meta_sequence.sequence):
+        # Built outside collect_metadata_analysis (attach_replay_plan never saw it).
+        return _fallback(
+            base, target, FallbackReason.NO_VIEW_META,
+            f"{view_meta_sequence!r} has symbolic arguments but no replay plan",
+        )
+    if plan is None or plan is _NOT_PLANNED:
         steps = view_meta_sequence.sequence
         try:
             out = _functionalization.apply_view_meta_sequence(base, steps)
