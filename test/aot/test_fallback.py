@@ -13,12 +13,11 @@ import unittest
 
 import torch
 import torch._dynamo
-from torch._dynamo.utils import counters
 from torch._functorch._aot_autograd.functional_utils import gen_alias_from_base
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-from view_replay_testing import autograd_nodes, fallback_counts, PATCHED, strict_view_replay
+from view_replay_testing import CompileTestCase, autograd_nodes, fallback_counts, PATCHED, strict_view_replay
 
 if PATCHED:
     from torch._functorch._aot_autograd.view_replay import (
@@ -38,12 +37,7 @@ def _alias_without_view_info(base, size, stride, offset):
     return torch.empty(0, dtype=base.dtype).set_(base.untyped_storage(), offset, size, stride)
 
 
-class TestFallbackPoint(TestCase):
-    def setUp(self) -> None:
-        super().setUp()
-        torch._dynamo.reset()
-        counters.clear()
-
+class TestFallbackPoint(CompileTestCase):
     def _compile_g_without_replay(self):
         # Forces a fallback: view replay switched off upstream-style.
         return torch.compile(g, backend="aot_eager")

@@ -18,6 +18,7 @@ from torch.testing._internal.common_utils import (
 )
 
 from view_replay_testing import (
+    CompileTestCase,
     autograd_nodes,
     fallback_counts,
     observable_strides,
@@ -74,12 +75,7 @@ WHERE = {
 }
 
 
-class TestMultiOutputGroups(TestCase):
-    def setUp(self) -> None:
-        super().setUp()
-        torch._dynamo.reset()
-        counters.clear()
-
+class TestMultiOutputGroups(CompileTestCase):
     @parametrize("dynamic", [False, True])
     @parametrize("where", list(WHERE))
     @parametrize("group", list(GROUPS))
@@ -116,12 +112,8 @@ class TestMultiOutputGroups(TestCase):
             self.assertEqual(x.grad, xe.grad)
 
 
-class TestMultiOutputSafety(TestCase):
+class TestMultiOutputSafety(CompileTestCase):
     """The two cases of the issue: eager raises; stock compiled does not."""
-
-    def setUp(self) -> None:
-        super().setUp()
-        torch._dynamo.reset()
 
     @parametrize("dynamic", [False, True])
     def test_backward_through_piece_after_inplace_on_base(self, dynamic: bool) -> None:

@@ -21,7 +21,6 @@ import textwrap
 import torch
 import torch._dynamo
 import torch.distributed as dist
-from torch._dynamo.utils import counters
 from torch.distributed.tensor import DeviceMesh, distribute_tensor, Replicate, Shard
 from torch.testing._internal.common_utils import (
     instantiate_parametrized_tests,
@@ -31,7 +30,7 @@ from torch.testing._internal.common_utils import (
 )
 from torch.testing._internal.two_tensor import TwoTensor
 
-from view_replay_testing import autograd_nodes, fallback_counts, PATCHED, strict_view_replay
+from view_replay_testing import CompileTestCase, autograd_nodes, fallback_counts, PATCHED, strict_view_replay
 
 
 def two_tensor(n: int = 6, m: int = 4) -> TwoTensor:
@@ -49,12 +48,7 @@ INPUT_PROGRAMS = {
 }
 
 
-class TestTwoTensor(TestCase):
-    def setUp(self) -> None:
-        super().setUp()
-        torch._dynamo.reset()
-        counters.clear()
-
+class TestTwoTensor(CompileTestCase):
     @parametrize("dynamic", [False, True])
     @parametrize("name", list(INPUT_PROGRAMS))
     def test_output_aliasing_input(self, name: str, dynamic: bool) -> None:
@@ -112,7 +106,7 @@ DTENSOR_PROGRAMS = {
 PLACEMENTS = {"shard0": Shard(0), "shard1": Shard(1), "replicate": Replicate()}
 
 
-class TestDTensorWorldSizeOne(TestCase):
+class TestDTensorWorldSizeOne(CompileTestCase):
     @classmethod
     def setUpClass(cls) -> None:
         super().setUpClass()
@@ -123,11 +117,6 @@ class TestDTensorWorldSizeOne(TestCase):
     def tearDownClass(cls) -> None:
         dist.destroy_process_group()
         super().tearDownClass()
-
-    def setUp(self) -> None:
-        super().setUp()
-        torch._dynamo.reset()
-        counters.clear()
 
     @parametrize("dynamic", [False, True])
     @parametrize("placement", list(PLACEMENTS))

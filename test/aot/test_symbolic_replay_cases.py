@@ -14,7 +14,6 @@ import unittest
 
 import torch
 import torch._dynamo
-from torch._dynamo.utils import counters
 from torch.testing._internal.common_utils import (
     instantiate_parametrized_tests,
     parametrize,
@@ -22,7 +21,7 @@ from torch.testing._internal.common_utils import (
     TestCase,
 )
 
-from view_replay_testing import autograd_nodes, fallback_counts, PATCHED, strict_view_replay
+from view_replay_testing import CompileTestCase, autograd_nodes, fallback_counts, PATCHED, strict_view_replay
 from viewreplay.sweep import make_inputs, PROGRAMS, SIZES
 
 if PATCHED:
@@ -36,12 +35,7 @@ def _grad_fns(outs) -> list[str]:
     return [type(o.grad_fn).__name__ for o in outs]
 
 
-class TestSymbolSources(TestCase):
-    def setUp(self) -> None:
-        super().setUp()
-        torch._dynamo.reset()
-        counters.clear()
-
+class TestSymbolSources(CompileTestCase):
     def test_symint_input(self) -> None:
         # The start of the narrow is a SymInt graph input, not a size.
         def fn(x, k):

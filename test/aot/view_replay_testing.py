@@ -14,6 +14,8 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
+from torch.testing._internal.common_utils import TestCase
+
 from viewreplay.cases import autograd_nodes, view_replay_installed
 
 
@@ -38,6 +40,15 @@ def observable_strides(t: torch.Tensor) -> tuple[int | None, ...]:
     if t.numel() == 0:
         return tuple(None for _ in t.stride())
     return tuple(None if size == 1 else stride for size, stride in zip(t.size(), t.stride()))
+
+
+class CompileTestCase(TestCase):
+    """A TestCase that starts each test with no Dynamo cache and no counters."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        torch._dynamo.reset()
+        counters.clear()
 
 
 def fallback_counts() -> dict[str, int]:
@@ -85,6 +96,7 @@ def backward_all(outs: Sequence[Any]) -> None:
 
 
 __all__ = [
+    "CompileTestCase",
     "PATCHED",
     "as_tuple",
     "autograd_nodes",
