@@ -96,3 +96,32 @@ def test_download_by_requirement(tmp_path: Path) -> None:
     """Without --wheel the pinned requirement is pip-downloaded (from find-links, never another torch)."""
     wheel = obtain_wheel(load_pin(REPO_ROOT), None, tmp_path)
     assert wheel.name.startswith("torch-2.13.0") and wheel.parent == tmp_path
+
+
+def _corrupt_member(wheel: Path, dest: Path, member: str) -> None:
+    """Copy ``wheel`` to ``dest`` with one byte in the middle of ``member``'s stored data flipped."""
+    shutil.copy(wheel, dest)
+    with zipfile.ZipFile(dest) as archive:
+        info = archive.getinfo(member)
+    with open(dest, "r+b") as f:
+        f.seek(info.header_offset + 26)
+        name_len, extra_len = int.from_bytes(f.read(2), "little"), int.from_bytes(f.read(2), "little")
+        at = info.header_offset + 30 + name_len + extra_len + info.compress_size // 2
+        f.seek(at)
+        byte = f.read(1)[0]
+        f.seek(at)
+        f.write(bytes([byte ^ 0xFF]))
+
+
+@pytest.mark.parametrize("member", ["torch/version.py", "torch/_functorch/_aot_autograd/functional_utils.py"])
+def test_corrupt_wheel_is_refused(
+    pinned_wheel: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], member: str
+) -> None:
+    """A flipped byte inside one member (intact zip directory) fails the CRC or inflate check."""
+    corrupt = tmp_path / pinned_wheel.name
+    _corrupt_member(pinned_wheel, corrupt, member)
+    out = tmp_path / "out"
+    assert run_cli("build-wheel", "--repo", REPO_ROOT, "--wheel", corrupt, "--out", out) == 1
+    err = capsys.readouterr().err
+    assert f"{corrupt}: corrupt" in err and member in err, err
+    assert not out.exists() or not any(out.iterdir())
