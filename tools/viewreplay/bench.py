@@ -562,8 +562,9 @@ def render_markdown(results: dict[str, Any], rows: list[Row], png_name: str | No
         f"- **noise**: {noise.describe()}",
         "- times: median over rounds of each round's median time per call; fwd+bwd = `outs = fn(*inputs); "
         "torch.autograd.grad(outs, inputs+params, ones)` (torch.utils.benchmark.Timer.blocked_autorange, "
-        "median of blocks); bwd = the `autograd.grad` call alone, timed per call with the forward untimed "
-        "(median of calls); eager = both workers' eager rounds pooled; ratios are medians of round-by-round "
+        "median of blocks); bwd = the `autograd.grad` call alone, timed per call (median of calls), each "
+        "call after the same untimed work: the eager then the compiled forward, so both backwards start "
+        "from equally warm caches; eager = both workers' eager rounds pooled; ratios are medians of round-by-round "
         "ratios (patched/stock: the two workers' round r, run back to back; patched/eager: the patched "
         "worker's compiled and eager calls of round r); ratios < 1 mean patched is faster",
         "- bwd peak: most bytes the CPU allocator held during the backward call above its level at the start "

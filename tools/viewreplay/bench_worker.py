@@ -30,7 +30,9 @@ Methods (documented in the results' header too):
     fwd+bwd = ``outs = fn(*inputs); torch.autograd.grad(outs, leaves, grad_outputs)``
     (no .grad accumulation), ``Timer.blocked_autorange(min_run_time=target_s)``, median of
     the blocks; bwd = the same ``autograd.grad`` call alone, timed with perf_counter_ns
-    around each call (forward untimed) for about target_s, median of the calls. Medians,
+    around each call for about target_s, median of the calls; before each timed call the
+    forwards of both variants (eager, then compiled) run untimed, so eager's and compiled's
+    backwards follow identical work (see time_bwd). Medians,
     not means: the machine is shared, and a median of blocks shrugs off the spikes.
   * backward peak memory: the backward call under ``torch.profiler`` with
     ``profile_memory=True``; the CPU allocator reports every allocation and free with its
@@ -286,20 +288,27 @@ def time_fwd_bwd(prepared: Prepared, budget_s: float) -> tuple[float, int]:
     return m.median, len(m.times)
 
 
-def time_bwd(prepared: Prepared, budget_s: float) -> tuple[float, int]:
-    """Median seconds of the backward call alone (forward untimed, gc disabled), over ~budget_s."""
+def time_bwd(prepared: Prepared, budget_s: float, forwards: list[Prepared]) -> tuple[float, int]:
+    """Median seconds of the backward call alone (forward untimed, gc disabled), over ~budget_s.
+
+    Before each timed backward the forward of every variant in ``forwards`` (which holds
+    ``prepared``) runs, in that order, so the backwards of eager and compiled follow the same
+    work: otherwise the heavier compiled forward leaves colder caches and a backward with the
+    very same autograd nodes as eager's measures slower.
+    """
     times: list[int] = []
+    mine = next(i for i, p in enumerate(forwards) if p is prepared)
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         prepared.step()
         deadline = time.perf_counter() + budget_s
         while len(times) < 5 or (time.perf_counter() < deadline and len(times) < 100_000):
-            outs = prepared.forward()
+            all_outs = [p.forward() for p in forwards]
             t0 = time.perf_counter_ns()
-            prepared.backward(outs)
+            prepared.backward(all_outs[mine])
             times.append(time.perf_counter_ns() - t0)
-            del outs
+            del all_outs
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -411,9 +420,10 @@ class Worker:
         out: dict[str, Any] = {}
         for label, variants in self._variants(name, backend).items():
             out[label] = {}
+            forwards = list(variants.values())
             for variant, prepared in variants.items():
                 fwd_bwd_s, blocks = time_fwd_bwd(prepared, self.target_s)
-                bwd_s, iterations = time_bwd(prepared, self.target_s)
+                bwd_s, iterations = time_bwd(prepared, self.target_s, forwards)
                 out[label][variant] = {
                     "fwd_bwd_s": fwd_bwd_s, "fwd_bwd_blocks": blocks, "bwd_s": bwd_s, "bwd_iterations": iterations,
                 }
