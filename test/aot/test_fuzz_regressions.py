@@ -40,6 +40,46 @@ class TestFuzzRegressions(TestCase):
         )
         _check(program)
 
+    def test_documented_upstream_behaviours_stay_accepted(self) -> None:
+        # Found by the fuzzer; NOT overlay bugs: stock 2.13.0 behaves the same on each. The
+        # oracle documents them (fuzz.EXCLUSIONS, EAGER_ONLY_ERRORS, KNOWN_UPSTREAM_ERRORS);
+        # these programs keep each entry working.
+        from viewreplay.fuzz import InputSpec, Program, Step
+
+        cases = {
+            # _is_view of a dtype view after squeeze_: compiled True, eager False.
+            "dtype view": Program(
+                inputs=(InputSpec((1, 1), requires_grad=False),),
+                steps=(Step("view", "view_dtype", 0), Step("mutation", "squeeze_", 1)),
+                outputs=(1,),
+            ),
+            # copy_ from an overlapping view: eager raises, functionalization does not check.
+            "overlapping copy_": Program(
+                inputs=(InputSpec((1,), requires_grad=False), InputSpec((), requires_grad=False, of=0, view="select")),
+                steps=(Step("mutation", "copy_", 0, 1),),
+                outputs=(0,),
+            ),
+            # Synthetic bases of a leaf's views, one mutated under no_grad: AssertionError any_leaf.
+            "synthetic base of a leaf": Program(
+                inputs=(
+                    InputSpec((1,), requires_grad=True),
+                    InputSpec((), requires_grad=True, of=0, view="expand"),
+                    InputSpec((), requires_grad=True, of=0, view="expand"),
+                ),
+                steps=(Step("view", "alias", 0), Step("mutation", "nograd_add_", 1)),
+                outputs=(0,),
+            ),
+            # dynamic=True, t_ of an input's alias: Dynamo's "Guard failed on the same frame".
+            "in-place transpose of an input": Program(
+                inputs=(InputSpec((2, 3), requires_grad=False),),
+                steps=(Step("view", "conj", 0), Step("mutation", "t_", 1)),
+                outputs=(1,),
+            ),
+        }
+        for name, program in cases.items():
+            with self.subTest(name):
+                _check(program)
+
 
 if __name__ == "__main__":
     run_tests()

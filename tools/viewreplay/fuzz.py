@@ -105,6 +105,11 @@ EXCLUSIONS: dict[str, str] = {
     "compiled False, eager True); an intermediate whose metadata was mutated in place comes "
     "back as a view (def f(x): v = x.clone(); v.squeeze_(); return v, v: compiled True, eager "
     "False). Aliasing between outputs is still compared",
+    "_is_view of dtype views": "eager's view(dtype) of a tensor that does not require grad is "
+    "not a view (_is_view() False); after an in-place metadata change of it, the compiled "
+    "output is regenerated as a view of the input, identically on stock 2.13.0 (def f(x): "
+    "v = x.view(torch.int32); v.squeeze_(); return (v,) with x of (1, 1): compiled True, "
+    "eager False). Values, metadata and storage sharing are still compared",
     "error messages": "only the error type is compared when both raise",
     "storage offset of empty tensors": "unobservable",
     "upstream bugs": "compiled errors that stock torch 2.13.0 raises on the same program are "
@@ -112,10 +117,12 @@ EXCLUSIONS: dict[str, str] = {
 }
 
 # Eager errors that compiled code (stock 2.13.0 too) does not raise: functionalization drops
-# the check. Repro: def f(x): x.unsqueeze(0).expand(2, *x.shape).add_(1); return (x,) with x of
+# the overlap checks. Repro: def f(x): x.unsqueeze(0).expand(2, *x.shape).add_(1); return (x,) with x of
 # (1, 1): eager raises, compiled (aot_eager) returns.
 EAGER_ONLY_ERRORS: tuple[str, ...] = (
     "more than one element of the written-to tensor refers to a single memory location",
+    # def f(x, a): x.copy_(a); return (x,) with a = x[0], x of (1,): the source overlaps.
+    "some elements of the input tensor and the written-to tensor refer to a single memory location",
 )
 
 # Compiled-only errors that stock torch 2.13.0 raises identically (checked with the stock venv),
@@ -153,6 +160,13 @@ KNOWN_UPSTREAM_ERRORS: list[tuple[str, str, str]] = [
         "raises the same). def f(x, a, b): torch.ops.aten.alias(x); "
         "with torch.no_grad(): a.add_(1); return (x,) with a = b = x.unsqueeze(0).expand(2, 1), "
         "x a leaf of (1,) (eager raises a RuntimeError: the expanded view overlaps).",
+    ),
+    (
+        "AssertionError",
+        r"Guard failed on the same frame it was created",
+        "dynamic=True, an in-place transpose of an input (or of an alias of it): Dynamo's guard "
+        "on the input's strides fails on the frame that made it (stock raises the same). "
+        "def f(x): v = x.conj(); v.t_(); return (v,) with x of (2, 3).",
     ),
 ]
 
@@ -620,8 +634,9 @@ def compare(ref: RunResult, res: RunResult) -> None:
     for i, (r, o) in enumerate(zip(ref.outputs, res.outputs)):
         # _is_view of outputs that alias no input is upstream's choice (EXCLUSIONS); aliasing
         # between outputs is still compared by _sharing below.
+        # So is _is_view of a dtype view of an input (EXCLUSIONS, "_is_view of dtype views").
         aliases_input = isinstance(r, torch.Tensor) and any(
-            isinstance(t, torch.Tensor) and _same_storage(r, t) for t in ref.inputs
+            isinstance(t, torch.Tensor) and _same_storage(r, t) and t.dtype == r.dtype for t in ref.inputs
         )
         _compare_tensor(f"output {i}", r, o, check_is_view=aliases_input)
     for i, (r, o) in enumerate(zip(ref.inputs, res.inputs)):
@@ -713,10 +728,15 @@ def fuzz(
     chunk: int = 100,
     shrink: bool = True,
     verbose: bool = False,
+    job: int = 0,
+    jobs: int = 1,
 ) -> FuzzReport:
-    """Run ``n_programs`` generated programs in chunks of ``chunk`` (one hypothesis run each,
-    seeded ``seed + k``). A failing chunk stops at its first failure, which hypothesis shrinks;
-    the minimal program is recorded and the next chunk starts."""
+    """Run this job's share of ``n_programs`` generated programs, in chunks of ``chunk``.
+
+    Chunk ``k`` (of all ``ceil(n_programs / chunk)``) is one hypothesis run seeded ``seed + k``;
+    job ``job`` of ``jobs`` runs the chunks with ``k % jobs == job``, so a split run covers the
+    same programs as a single one. A failing chunk stops at its first failure, which hypothesis
+    shrinks; the minimal program is recorded and the next chunk starts."""
     import warnings
 
     from hypothesis import given, HealthCheck, Phase, settings
@@ -724,11 +744,10 @@ def fuzz(
 
     warnings.filterwarnings("ignore")
     report = FuzzReport()
-    done = 0
-    k = 0
-    while done < n_programs:
-        size = min(chunk, n_programs - done)
-        state = {"failed": False, "runs": 0, "last": None}
+    n_chunks = -(-n_programs // chunk)
+    for k in range(job, n_chunks, jobs):
+        size = min(chunk, n_programs - k * chunk)
+        state: dict[str, Any] = {"failed": False, "last": None}
 
         @hseed(seed + k)
         @settings(
@@ -742,7 +761,6 @@ def fuzz(
         )
         @given(programs(max_steps=max_steps))
         def one(program: Program) -> None:
-            state["runs"] += 1
             if not state["failed"]:
                 report.programs += 1
             else:
@@ -761,11 +779,17 @@ def fuzz(
             report.failures.append((prog, err))
             if verbose:
                 print(f"FAILURE (chunk seed {seed + k}):\n{prog}{err}\n", flush=True)
-        done += size
-        k += 1
         if verbose:
-            print(f"... {report.programs} programs, {len(report.failures)} failures", flush=True)
+            prefix = f"[job {job}] " if jobs > 1 else ""
+            print(f"{prefix}... {report.programs} programs, {len(report.failures)} failures", flush=True)
     return report
+
+
+def _fuzz_job(kwargs: dict[str, Any]) -> FuzzReport:
+    import logging
+
+    torch._logging.set_logs(all=logging.CRITICAL)
+    return fuzz(**kwargs)
 
 
 LONG_PROGRAMS = 10_000
@@ -785,7 +809,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--static-only", action="store_true")
     parser.add_argument("--dynamic-only", action="store_true")
     parser.add_argument("--no-shrink", action="store_true")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="processes to split the chunks across (same programs as --jobs 1)")
     args = parser.parse_args(argv)
+    if args.jobs < 1 or args.programs < 1:
+        parser.error("--jobs and --programs must be at least 1")
 
     from .cases import view_replay_installed
 
@@ -802,8 +830,21 @@ def main(argv: list[str] | None = None) -> int:
 
     torch._logging.set_logs(all=logging.CRITICAL)  # Dynamo logs the upstream guard errors loudly
     start = time.monotonic()
-    report = fuzz(n, args.seed, backend=args.backend, dynamic_modes=modes, max_steps=args.max_steps,
-                  shrink=not args.no_shrink, verbose=True)
+    common = dict(n_programs=n, seed=args.seed, backend=args.backend, dynamic_modes=modes,
+                  max_steps=args.max_steps, shrink=not args.no_shrink, verbose=True, jobs=args.jobs)
+    if args.jobs == 1:
+        report = fuzz(**common)
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            parts = list(pool.map(_fuzz_job, [dict(common, job=j) for j in range(args.jobs)]))
+        report = FuzzReport(
+            programs=sum(p.programs for p in parts),
+            shrink_runs=sum(p.shrink_runs for p in parts),
+            failures=[f for p in parts for f in p.failures],
+        )
     print(f"programs run: {report.programs} (+{report.shrink_runs} shrink runs), "
           f"failures: {len(report.failures)}, {time.monotonic() - start:.0f}s")
     for prog, err in report.failures:
