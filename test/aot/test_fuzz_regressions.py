@@ -53,6 +53,11 @@ class TestFuzzRegressions(TestCase):
                 steps=(Step("view", "view_dtype", 0), Step("mutation", "squeeze_", 1)),
                 outputs=(1,),
             ),
+            "same-dtype view": Program(
+                inputs=(InputSpec((1, 2), requires_grad=False),),
+                steps=(Step("view", "view_dtype_back", 0), Step("mutation", "squeeze_", 1)),
+                outputs=(1,),
+            ),
             # copy_ from an overlapping view: eager raises, functionalization does not check.
             "overlapping copy_": Program(
                 inputs=(InputSpec((1,), requires_grad=False), InputSpec((), requires_grad=False, of=0, view="select")),
