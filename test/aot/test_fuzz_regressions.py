@@ -40,6 +40,24 @@ class TestFuzzRegressions(TestCase):
         )
         _check(program)
 
+    def test_same_piece_of_two_split_calls_is_two_tensors(self) -> None:
+        # Found by the fuzzer (long mode, chunk seed 10004); an overlay bug, fixed: both
+        # outputs hit one cached split() group and came back as the same tensor
+        # (multi_output.pieces_of now hands a piece out once per call).
+        from viewreplay.fuzz import InputSpec, Program, Step
+
+        program = Program(
+            inputs=(InputSpec((1,), requires_grad=False),),
+            steps=(
+                Step("mutation", "add_", 0),
+                Step("view", "split", 0),
+                Step("view", "split", 0),
+                Step("view", "alias", 0),
+            ),
+            outputs=(1, 3),
+        )
+        _check(program)
+
     def test_documented_upstream_behaviours_stay_accepted(self) -> None:
         # Found by the fuzzer; NOT overlay bugs: stock 2.13.0 behaves the same on each. The
         # oracle documents them (fuzz.EXCLUSIONS, EAGER_ONLY_ERRORS, KNOWN_UPSTREAM_ERRORS);

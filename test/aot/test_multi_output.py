@@ -160,6 +160,38 @@ class TestMultiOutputSafety(CompileTestCase):
         y.mul_(2)  # hidden aliasing: allowed, as upstream
 
 
+class TestMultiOutputIdentity(CompileTestCase):
+    """A piece returned twice is one tensor; the same piece of two separate calls is two tensors.
+
+    Found by the fuzzer: with one call per group, two separate split() calls of an intermediate
+    came back as the same tensor twice (stock returns two: it hides the pieces' aliasing).
+    """
+
+    PROGRAMS = {
+        # name -> (program, eager's outputs are one object, stock's are one object)
+        "piece_twice_of_input": (lambda x: (lambda p: (p[0], p[0]))(x.split(2)), True, True),
+        "piece_twice_of_intermediate": (lambda x: (lambda p: (p[0], p[0]))((x * 2).split(2)), True, True),
+        "two_calls_on_input": (lambda x: (x.split(2)[0], x.split(2)[0]), False, True),
+        "two_calls_on_intermediate": (lambda x: (lambda y: (y.split(2)[0], y.split(2)[0]))(x * 2), False, False),
+    }
+
+    @parametrize("dynamic", [False, True])
+    @parametrize("name", list(PROGRAMS))
+    def test_identity_of_pieces(self, name: str, dynamic: bool) -> None:
+        fn, eager_same, stock_same = self.PROGRAMS[name]
+        x = torch.randn(4, 3, requires_grad=True)
+        xe = x.detach().clone().requires_grad_(True)
+        refs = fn(xe)
+        self.assertEqual(refs[0] is refs[1], eager_same)
+        with strict_view_replay():
+            outs = torch.compile(fn, backend="aot_eager", dynamic=dynamic)(x)
+        self.assertEqual(outs[0] is outs[1], eager_same if PATCHED else stock_same)
+        self.assertEqual(outs[0].untyped_storage().data_ptr(), outs[1].untyped_storage().data_ptr())
+        (outs[0].sum() + 2 * outs[1].sum()).backward()
+        (refs[0].sum() + 2 * refs[1].sum()).backward()
+        self.assertEqual(x.grad, xe.grad)
+
+
 class TestFiftyWayUnbind(TestCase):
     @parametrize("dynamic", [False, True])
     def test_seed_h(self, dynamic: bool) -> None:
@@ -178,6 +210,7 @@ class TestFiftyWayUnbind(TestCase):
 
 instantiate_parametrized_tests(TestMultiOutputGroups)
 instantiate_parametrized_tests(TestMultiOutputSafety)
+instantiate_parametrized_tests(TestMultiOutputIdentity)
 instantiate_parametrized_tests(TestFiftyWayUnbind)
 
 if __name__ == "__main__":

@@ -32,7 +32,11 @@ outputs] in replay.py).
 
 from . import config
 from .fallback import FallbackReason, ViewReplayFallbackError
-from .multi_output import hide_input_multi_output_aliasing, hide_intermediate_alias
+from .multi_output import (
+    hide_input_multi_output_aliasing,
+    hide_intermediate_alias,
+    MultiOutputGroups,
+)
 from .plan import (
     attach_replay_plan,
     inputs_read_by_replay,
@@ -46,6 +50,7 @@ from .subclass import plan_subclass_view_chain, SubclassViewChain
 
 __all__ = [
     "FallbackReason",
+    "MultiOutputGroups",
     "SubclassViewChain",
     "UnplannableView",
     "ViewReplayFallbackError",

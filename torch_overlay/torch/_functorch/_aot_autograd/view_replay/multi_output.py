@@ -26,11 +26,15 @@ eager's errors.
 
 Two separate calls of the same op on the same base in user code cannot be told
 apart from one call after functionalization; they are regenerated as one call
-(one backward node instead of two; same gradients and errors).
+(one backward node instead of two; same gradients and errors), except that
+two outputs that are the same piece get a call each (``pieces_of``'s claim):
+they are two tensors in eager, and the same tensor twice would be observable
+(in-place metadata changes, hooks, requires_grad_).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -58,18 +62,44 @@ def is_multi_output_view_meta(view_meta: Any) -> bool:
     return type(view_meta).__name__ in MULTI_OUTPUT_VIEW_OPS
 
 
+@dataclasses.dataclass
+class MultiOutputCall:
+    """One regenerated multi-output view call, and the pieces handed out as outputs."""
+
+    pieces: tuple[Tensor, ...]
+    claimed: set[int] = dataclasses.field(default_factory=set)
+
+
+# The multi-output view calls of one runtime call: group key -> the calls made so far.
+MultiOutputGroups = dict[tuple[object, ...], list[MultiOutputCall]]
+
+
 def pieces_of(
-    groups: dict[tuple[object, ...], tuple[Tensor, ...]] | None,
+    groups: MultiOutputGroups | None,
     key: tuple[object, ...],
     compute: Callable[[], tuple[Tensor, ...]],
+    claim: int | None = None,
 ) -> tuple[Tensor, ...]:
-    """The pieces of one multi-output view call, computed once per group and runtime call."""
+    """The pieces of a multi-output view call of group ``key``, made once per group and runtime call.
+
+    ``claim`` is the index of the piece when it is itself an output: a piece is
+    handed out as an output once, and an output claiming a piece that another
+    output already has comes from a separate call in user code (Dynamo returns
+    one tensor returned twice once), so it gets a call of its own: eager's two
+    tensors, not one tensor twice.
+    """
     if groups is None:
         return compute()
-    pieces = groups.get(key)
-    if pieces is None:
-        pieces = groups[key] = compute()
-    return pieces
+    calls = groups.setdefault(key, [])
+    for call in calls:
+        if claim is None or claim not in call.claimed:
+            break
+    else:
+        call = MultiOutputCall(compute())
+        calls.append(call)
+    if claim is not None:
+        call.claimed.add(claim)
+    return call.pieces
 
 
 def hide_input_multi_output_aliasing() -> bool:

@@ -43,6 +43,7 @@ from .fallback import FallbackReason
 from .multi_output import (
     is_multi_output_view_meta,
     MULTI_OUTPUT_VIEW_OPS,
+    MultiOutputGroups,
     OP_ARGS_START,
     OUT_INDEX_POSITION,
     pieces_of,
@@ -120,7 +121,7 @@ def _resolve_constant(path: str) -> object:
 
 # replay(base, target, inputs, groups) -> the regenerated view
 ReplayFn = Callable[
-    [Tensor, Tensor, Mapping[int, object] | None, dict[tuple[object, ...], tuple[Tensor, ...]] | None],
+    [Tensor, Tensor, Mapping[int, object] | None, MultiOutputGroups | None],
     Tensor,
 ]
 
@@ -220,9 +221,11 @@ def plan_view_replay(
                 op_args = renderer.render(tuple(args[OP_ARGS_START:]))
                 constants[f"_op{i}"] = MULTI_OUTPUT_VIEW_OPS[names[i]]
                 key_parts += [repr(f"{names[i]}{op_args}"), *step_exprs]
+                out_index = args[OUT_INDEX_POSITION]
+                claim = out_index if i == len(view_metas) - 1 else None
                 body.append(
                     f"t = _pieces(groups, ({', '.join(key_parts)},), "
-                    f"lambda t=t: _op{i}(t, *{op_args}))[{args[OUT_INDEX_POSITION]}]"
+                    f"lambda t=t: _op{i}(t, *{op_args}), {claim})[{out_index}]"
                 )
                 key_parts.append(repr(args[OUT_INDEX_POSITION]))
             else:

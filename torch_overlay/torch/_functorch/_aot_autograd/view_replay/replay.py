@@ -30,6 +30,7 @@ from torch._C import _functionalization
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from .fallback import as_strided_fallback, FallbackReason, record_fallback
+from .multi_output import MultiOutputGroups
 from .plan import UnplannableView
 from .subclass import same_inner_layouts
 
@@ -101,7 +102,7 @@ def _replay(
     target: Tensor,
     view_meta_sequence: Any,
     inputs: Mapping[int, object] | None,
-    groups: dict[tuple[object, ...], tuple[Tensor, ...]] | None,
+    groups: MultiOutputGroups | None,
 ) -> Tensor:
     plan = getattr(view_meta_sequence, "replay_plan", _NOT_PLANNED)
     if plan is _NOT_PLANNED and any(vm.has_symbolic_inputs for vm in view_meta_sequence.sequence):
@@ -186,7 +187,7 @@ def regenerate_alias(
     *,
     replay_views: bool,
     inputs: Mapping[int, object] | None = None,
-    groups: dict[tuple[object, ...], tuple[Tensor, ...]] | None = None,
+    groups: MultiOutputGroups | None = None,
 ) -> Tensor:
     """Regenerate ``target_meta_tensor`` as a view of ``aliased_base_tensor``.
 
