@@ -92,6 +92,18 @@ class TestFuzzRegressions(TestCase):
                 steps=(Step("view", "alias", 0), Step("mutation", "nograd_add_", 1)),
                 outputs=(0,),
             ),
+            # Mutation through an as_strided() view of an alias: upstream bans it in compile.
+            "mutation through as_strided": Program(
+                inputs=(InputSpec((1,), requires_grad=False),),
+                steps=(Step("view", "alias", 0), Step("view", "as_strided", 1), Step("mutation", "add_", 2)),
+                outputs=(0,),
+            ),
+            # Input mutation through a view(dtype): an upstream AssertionError.
+            "input mutation through a dtype view": Program(
+                inputs=(InputSpec((3,), requires_grad=False),),
+                steps=(Step("view", "view_dtype", 0), Step("mutation", "add_", 1)),
+                outputs=(0,),
+            ),
             # dynamic=True, t_ of an input's alias: Dynamo's "Guard failed on the same frame".
             "in-place transpose of an input": Program(
                 inputs=(InputSpec((2, 3), requires_grad=False),),

@@ -163,6 +163,20 @@ KNOWN_UPSTREAM_ERRORS: list[tuple[str, str, str]] = [
         "x a leaf of (1,) (eager raises a RuntimeError: the expanded view overlaps).",
     ),
     (
+        "RuntimeError",
+        r"encountered a mutation on a view chain of length \d+, where view \d+ was an as_strided",
+        "upstream refuses on purpose: def f(x): v = torch.ops.aten.alias(x); "
+        "v.as_strided((x.shape[0] // 2,), (x.stride(0),)).add_(1); return (x,) with x of (1,): "
+        "'as_strided() is non-compositional ... banned in compile'.",
+    ),
+    (
+        "AssertionError",
+        r"does not yet handle input mutations on views with different dtypes",
+        "upstream limit: def f(x): v = x.view(torch.int32); v.add_(1); return (x,) with x of "
+        "(3,): 'aot_autograd() does not yet handle input mutations on views with different "
+        "dtypes'.",
+    ),
+    (
         "AssertionError",
         r"Guard failed on the same frame it was created",
         "dynamic=True, an in-place transpose of an input (or of an alias of it): Dynamo's guard "
