@@ -45,7 +45,7 @@ from .plan import (
     ViewReplayPlan,
 )
 from .replay import regenerate_alias
-from .subclass import plan_subclass_view_chain, SubclassViewChain
+from .subclass import plan_subclass_view_chain, SubclassViewChain, with_dense_intermediate_bases
 
 
 __all__ = [
@@ -63,4 +63,5 @@ __all__ = [
     "make_view_meta_sequence_runtime_safe",
     "plan_subclass_view_chain",
     "regenerate_alias",
+    "with_dense_intermediate_bases",
 ]

@@ -185,6 +185,14 @@ def _hint(value: object) -> object:
     return value
 
 
+def render_pieces_call(key_parts: Sequence[str], compute: str, claim: int | None) -> str:
+    """Plan source: ``t`` = the pieces of this step's multi-output call (``pieces_of``).
+
+    ``claim``: the index of the piece when the piece itself is the output (see
+    Note [Multi-output views])."""
+    return f"t = _pieces(groups, ({', '.join(key_parts)},), {compute}, {claim})"
+
+
 def plan_view_replay(
     view_metas: Sequence[Any],
     *,
@@ -224,8 +232,8 @@ def plan_view_replay(
                 out_index = args[OUT_INDEX_POSITION]
                 claim = out_index if i == len(view_metas) - 1 else None
                 body.append(
-                    f"t = _pieces(groups, ({', '.join(key_parts)},), "
-                    f"lambda t=t: _op{i}(t, *{op_args}), {claim})[{out_index}]"
+                    render_pieces_call(key_parts, f"lambda t=t: _op{i}(t, *{op_args})", claim)
+                    + f"[{out_index}]"
                 )
                 key_parts.append(repr(args[OUT_INDEX_POSITION]))
             else:

@@ -20,12 +20,31 @@ autograd records eager's nodes and the subclass runs its own view handling
 (DTensor's sharding propagation). The result is verified against the graph's
 output at the outer level and, recursively, on every inner tensor; anything
 else goes to the fallback point.
+
+Note [Subclass outputs aliasing an intermediate]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Two outputs aliasing one intermediate (``o = x * 2; return o.view(-1), o.t()``)
+make the intermediate a base that the compiled forward returns as an extra
+output, from which both are regenerated. For subclass graphs 2.13 refused
+this at compile time (aot_autograd.py), and the machinery behind the refusal
+was one miscount: aot_dispatch_subclass() re-collects the metadata of the
+dense graph from the forward *without* the intermediate bases (and with
+inner tensors that do not require grad), so that metadata says 0 intermediate
+bases, while the joint graph's forward does return them, unwrapped. The
+partitioner then takes the bases for backward outputs, and the saved-tensor
+slices shift (StopIteration in the backward, IndexError in the output
+wrappers with dynamic shapes). ``with_dense_intermediate_bases`` puts the
+right count into the dense metadata: each base's dense outputs, inner tensors
+and size/stride symbols included (its SubclassCreationMeta's arg_count).
+The outer metadata, the tangents and the runtime wrappers already handle the
+bases; the regenerated outputs then go through the outer view replay above.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -34,7 +53,18 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass, TorchDis
 
 from . import config
 from .fallback import FallbackReason
-from .plan import ArgumentRenderer, assemble_plan, UnplannableView, UnrenderableArgument, ViewReplayPlan
+from .plan import (
+    ArgumentRenderer,
+    assemble_plan,
+    render_pieces_call,
+    UnplannableView,
+    UnrenderableArgument,
+    ViewReplayPlan,
+)
+
+
+if TYPE_CHECKING:
+    from ..schemas import ViewAndMutationMeta
 
 
 class _RecordOuterViews(TorchDispatchMode):
@@ -105,6 +135,7 @@ def _plan(out: Tensor, *, base: Tensor | None, inputs: Sequence[object]) -> View
     # Each recorded call must consume the previous one's result (or one of its pieces).
     current: Any = base
     key_parts: list[str] = ["id(base)"]
+    last_pieces: tuple[list[str], str] | None = None  # key and compute of the last multi-output call
     try:
         for i, (func, args, kwargs, result) in enumerate(recorder.calls):
             if not args or kwargs:
@@ -126,24 +157,41 @@ def _plan(out: Tensor, *, base: Tensor | None, inputs: Sequence[object]) -> View
             constants[f"_op{i}"] = f"ops.{name}"
             if isinstance(result, (tuple, list)):
                 key_parts += [repr(f"{name}{rendered}"), *renderer.symbolic_exprs[first_expr:]]
-                body.append(
-                    f"t = _pieces(groups, ({', '.join(key_parts)},), lambda t=t: _op{i}(t, *{rendered}))"
-                )
+                last_pieces = (list(key_parts), f"lambda t=t: _op{i}(t, *{rendered})")
+                body.append(render_pieces_call(*last_pieces, None))
             else:
                 body.append(f"t = _op{i}(t, *{rendered})")
             current = result
     except UnrenderableArgument as e:
         return UnplannableView(FallbackReason.UNBOUND_SYMBOL, f"{kind} outer view chain: {e}")
-    if isinstance(current, (tuple, list)):
+    if isinstance(current, (tuple, list)) and last_pieces is not None:
         index = next((k for k, t in enumerate(current) if t is replayed), None)
         if index is not None:
-            body[-1] += f"[{index}]"
+            # The piece is the output: claim it (Note [Multi-output views]).
+            body[-1] = render_pieces_call(*last_pieces, index) + f"[{index}]"
             current = current[index]
     if current is not replayed or not recorder.calls:
         return UnplannableView(
             FallbackReason.NO_VIEW_META, f"{kind} view function did not replay as a chain of view ops"
         )
     return assemble_plan(tuple(names), body, renderer, constants, base=base, target=out, inputs=inputs)
+
+
+def with_dense_intermediate_bases(
+    dense_meta: ViewAndMutationMeta, meta: ViewAndMutationMeta
+) -> ViewAndMutationMeta:
+    """Compile-time hook: ``dense_meta`` (collected on the unwrapped forward) counting the
+    intermediate bases of ``meta`` (the subclass-level metadata) as the joint forward returns
+    them. See Note [Subclass outputs aliasing an intermediate]."""
+    # schemas imports this package (through functional_utils): import it when called.
+    from ..schemas import SubclassCreationMeta
+
+    if meta.num_intermediate_bases == 0:
+        return dense_meta
+    base_metas = meta.subclass_fw_graph_out_meta[-meta.num_intermediate_bases :]
+    dense_outputs = sum(m.arg_count if isinstance(m, SubclassCreationMeta) else 1 for m in base_metas)
+    # replace() reruns __post_init__, which recomputes the forward/saved-tensor slices.
+    return dataclasses.replace(dense_meta, num_intermediate_bases=dense_outputs)
 
 
 def same_inner_layouts(a: Any, b: Any, same_layout: Any) -> bool:
