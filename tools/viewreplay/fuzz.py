@@ -857,10 +857,12 @@ def main(argv: list[str] | None = None) -> int:
         report = fuzz(**common)
     else:
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+        import signal
 
-        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            parts = list(pool.map(_fuzz_job, [dict(common, job=j) for j in range(args.jobs)]))
+        # SIGTERM leaves through the with-block, whose exit terminates the workers.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+            parts = pool.map(_fuzz_job, [dict(common, job=j) for j in range(args.jobs)], chunksize=1)
         report = FuzzReport(
             programs=sum(p.programs for p in parts),
             shrink_runs=sum(p.shrink_runs for p in parts),
