@@ -104,6 +104,31 @@ class TestFuzzRegressions(TestCase):
                 steps=(Step("view", "view_dtype", 0), Step("mutation", "add_", 1)),
                 outputs=(0,),
             ),
+            # A piece of a multi-output view whose base is modified in place: eager raises on
+            # the piece's first use (grad_fn), compiled code while compiling.
+            "piece after in-place on its base": Program(
+                inputs=(InputSpec((1, 1), requires_grad=True),),
+                steps=(Step("view", "diagonal", 0), Step("view", "split", 1), Step("mutation", "nograd_add_", 0)),
+                outputs=(2,),
+            ),
+            # x.real of a real x is x: eager returns one tensor twice, compiled two aliases.
+            "self-returning view": Program(
+                inputs=(InputSpec((1, 1, 4), requires_grad=False),),
+                steps=(Step("view", "alias", 0), Step("view", "real", 1)),
+                outputs=(1, 2),
+            ),
+            # Aliases of one input that become graph inputs at a graph break, one mutated:
+            # a synthetic base (NO_VIEW_META fallback, accepted).
+            "synthetic base after a graph break": Program(
+                inputs=(InputSpec((1,), requires_grad=False), InputSpec((1,), requires_grad=False)),
+                steps=(
+                    Step("view", "alias", 1),
+                    Step("mutation", "requires_grad_", 0),
+                    Step("view", "alias", 1),
+                    Step("mutation", "add_", 2),
+                ),
+                outputs=(0,),
+            ),
             # dynamic=True, t_ of an input's alias: Dynamo's "Guard failed on the same frame".
             "in-place transpose of an input": Program(
                 inputs=(InputSpec((2, 3), requires_grad=False),),

@@ -66,7 +66,10 @@ ACCEPTED_FALLBACKS: dict[str, dict[str, str]] = {
         "has no ViewMeta sequence upstream: functionalization records the mutation as a new base",
         "mutated_aliased_inputs": "inputs that are views of another input, one of them mutated: "
         "AOTAutograd merges them into a synthetic base and regenerates the aliasing outputs off "
-        "it without ViewMetas (upstream's synthetic-base design)",
+        "it without ViewMetas (upstream's synthetic-base design). Also when the aliasing "
+        "values become graph inputs at a Dynamo graph break (def f(x, y): a = "
+        "torch.ops.aten.alias(y); x.requires_grad_(); b = torch.ops.aten.alias(y); a.add_(1); "
+        "return (x,))",
     },
     "VIEW_FUNC_AS_STRIDED": {
         "input_metadata_mutation": "same programs: without ViewMetas the recorded view function is "
@@ -111,6 +114,12 @@ EXCLUSIONS: dict[str, str] = {
     "identically on stock 2.13.0 (def f(x): v = x.view(torch.int32); v.squeeze_(); "
     "return (v,) with x of (1, 1): compiled True, eager False). Only in programs with that "
     "feature (Program.features); values, metadata and storage sharing are still compared",
+    "identity of outputs": "in programs with a view op that can return its self (real and "
+    "conj of a real tensor, contiguous of a contiguous one), whether two outputs are the same "
+    "Python object: eager returns one tensor twice, compiled two aliases of one storage, "
+    "identically on stock 2.13.0 (def f(x): v = x.view(-1); return v, v.real: eager "
+    "out[0] is out[1], compiled not). Storage sharing, and identity with inputs, are still "
+    "compared",
     "error messages": "only the error type is compared when both raise",
     "storage offset of empty tensors": "unobservable",
     "upstream bugs": "compiled errors that stock torch 2.13.0 raises on the same program are "
@@ -237,6 +246,9 @@ VIEW_OPS: dict[str, str] = {
     "real": "{x}.real",
 }
 DTYPE_VIEWS = {"view_dtype", "view_dtype_back"}
+# View ops that can return their self (real and conj of a real tensor, contiguous of a
+# contiguous one): see EXCLUSIONS, "identity of outputs".
+SELF_RETURNING_VIEWS = {"real", "conj", "contiguous"}
 MULTI_OUTPUT = {"split", "split_sym", "chunk", "split_with_sizes", "unbind", "unbind_last"}
 
 # Pointwise (fresh-storage) ops over {x} (and {y}, another value).
@@ -331,11 +343,26 @@ class Program:
         # Values that alias an input: inputs, and views of them.
         input_alias = set(range(len(self.inputs)))
         dtype_views: set[int] = set()  # view(dtype) results and views of them
+        # Alias groups: value -> the value whose storage it views.
+        root = {i: i if spec.of is None else spec.of for i, spec in enumerate(self.inputs)}
+        # Values that exist at the first Dynamo graph break (requires_grad_): the graph
+        # after it takes them as inputs.
+        at_break: int | None = None
         n = len(self.inputs)
         for s in self.steps:
             k = _values_added(s)
-            if s.kind == "view" and s.x in input_alias and s.op not in ("contiguous", "reshape"):
+            is_alias = s.kind == "view" and s.op not in ("contiguous", "reshape")
+            for v in range(n, n + k):
+                root[v] = root[s.x] if is_alias else v
+            if is_alias and s.x in input_alias:
                 input_alias.update(range(n, n + k))
+            if s.kind == "mutation" and s.op == "requires_grad_" and at_break is None:
+                at_break = n
+            elif s.kind == "mutation" and at_break is not None:
+                if sum(root[v] == root[s.x] for v in range(at_break)) >= 2:
+                    feats.add("mutated_aliased_inputs")
+            if s.kind == "view" and s.op in SELF_RETURNING_VIEWS:
+                feats.add("self_returning_view")
             if s.kind == "view" and (s.op in DTYPE_VIEWS or s.x in dtype_views):
                 dtype_views.update(range(n, n + k))
             if s.kind == "mutation" and s.op in METADATA_MUTATIONS and s.x in input_alias:
@@ -546,6 +573,10 @@ def _run(fn: Callable[..., Any], program: Program, size_index: int, seed: int) -
     res = RunResult(inputs=inputs, leaves=leaves)
     try:
         out = fn(*inputs)
+        # Eager raises lazily for a piece of a multi-output view whose base was modified in
+        # place: on the first use of its grad_fn. Compiled code raises while compiling.
+        for o in out:
+            _ = o.grad_fn
     except Exception as e:  # noqa: BLE001
         res.error = e
         return res
@@ -621,10 +652,16 @@ def _compare_tensor(what: str, r: torch.Tensor, o: torch.Tensor, *, check_is_vie
         raise Mismatch(f"{what}: {', '.join(problems)} differ: eager {_describe(r)}; compiled {_describe(o)}")
 
 
-def _sharing(outs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> list[list[tuple[bool, bool]]]:
+def _sharing(
+    outs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor], *, identity_of_outputs: bool = True
+) -> list[list[tuple[bool, bool | None]]]:
+    """Per output, per input then output: (shares its storage, is it)."""
     everything = list(inputs) + list(outs)
     return [
-        [(o.untyped_storage().data_ptr() == t.untyped_storage().data_ptr(), o is t) for t in everything]
+        [
+            (_same_storage(o, t), o is t if identity_of_outputs or k < len(inputs) else None)
+            for k, t in enumerate(everything)
+        ]
         for o in outs
     ]
 
@@ -633,7 +670,9 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
-def compare(ref: RunResult, res: RunResult, *, check_is_view: bool = True) -> None:
+def compare(
+    ref: RunResult, res: RunResult, *, check_is_view: bool = True, identity_of_outputs: bool = True
+) -> None:
     """Raise :class:`Mismatch` where the compiled run ``res`` differs from eager ``ref``."""
     if ref.error is not None or res.error is not None:
         if ref.error is None:
@@ -662,11 +701,10 @@ def compare(ref: RunResult, res: RunResult, *, check_is_view: bool = True) -> No
         _compare_tensor(f"output {i}", r, o, check_is_view=aliases_input and check_is_view)
     for i, (r, o) in enumerate(zip(ref.inputs, res.inputs)):
         _compare_tensor(f"input {i} after the call", r, o)
-    if _sharing(ref.outputs, ref.inputs) != _sharing(res.outputs, res.inputs):
-        raise Mismatch(
-            f"storage sharing / identity differs: eager {_sharing(ref.outputs, ref.inputs)}, "
-            f"compiled {_sharing(res.outputs, res.inputs)}"
-        )
+    eager_sharing = _sharing(ref.outputs, ref.inputs, identity_of_outputs=identity_of_outputs)
+    compiled_sharing = _sharing(res.outputs, res.inputs, identity_of_outputs=identity_of_outputs)
+    if eager_sharing != compiled_sharing:
+        raise Mismatch(f"storage sharing / identity differs: eager {eager_sharing}, compiled {compiled_sharing}")
     _backward(ref)
     _backward(res)
     if (ref.backward_error is None) != (res.backward_error is None):
@@ -719,7 +757,12 @@ def check_program(
                     strict, retry = False, True
                     break
                 try:
-                    compare(ref, res, check_is_view="dtype_view_metadata_mutation" not in feats)
+                    compare(
+                        ref,
+                        res,
+                        check_is_view="dtype_view_metadata_mutation" not in feats,
+                        identity_of_outputs="self_returning_view" not in feats,
+                    )
                 except Mismatch as e:
                     raise Mismatch(f"dynamic={dynamic} size#{size_index}: {e}") from e
             if not retry:
