@@ -184,31 +184,41 @@ class TestDTensorWorldSizeOne(CompileTestCase):
         dist.destroy_process_group()
         super().tearDownClass()
 
+    def _compile_and_run(self, fn, placement: str, dynamic: bool, stock_error: str):
+        """Compiled and eager on equal DTensors: (x, xe, outputs, eager outputs), checked alike.
+
+        Stock torch must raise ``stock_error`` instead (then None)."""
+        full = torch.randn(6, 4)
+        x, xe = (distribute_tensor(full, self.mesh, [PLACEMENTS[placement]]).requires_grad_(True) for _ in "ab")
+        compiled = torch.compile(fn, backend="aot_eager", dynamic=dynamic)
+        if not PATCHED:
+            with self.assertRaisesRegex(RuntimeError, stock_error):
+                compiled(x)
+            return None
+        with strict_view_replay():
+            outs = compiled(x)
+        refs = fn(xe)
+        outs, refs = ((t if isinstance(t, tuple) else (t,)) for t in (outs, refs))
+        for o, r in zip(outs, refs, strict=True):
+            self.assertEqual(o.placements, r.placements)
+            self.assertEqual(o.shape, r.shape)
+            self.assertEqual(o.full_tensor(), r.full_tensor())
+            self.assertEqual(o.to_local(), r.to_local())
+            self.assertEqual(o.to_local().stride(), r.to_local().stride())
+            self.assertEqual(type(o.grad_fn).__name__, type(r.grad_fn).__name__)
+        self.assertNotIn("AsStridedBackward0", autograd_nodes(list(outs)))
+        return x, xe, outs, refs
+
     @parametrize("dynamic", [False, True])
     @parametrize("placement", list(PLACEMENTS))
     @parametrize("name", list(DTENSOR_PROGRAMS))
     def test_output_aliasing_input(self, name: str, placement: str, dynamic: bool) -> None:
         if name == "view" and placement == "shard1":
             self.skipTest("DTensor cannot propagate view(-1) of Shard(1) when tracing (stock and patched alike)")
-        fn = DTENSOR_PROGRAMS[name]
-        full = torch.randn(6, 4)
-        x = distribute_tensor(full, self.mesh, [PLACEMENTS[placement]]).requires_grad_(True)
-        xe = distribute_tensor(full, self.mesh, [PLACEMENTS[placement]]).requires_grad_(True)
-        compiled = torch.compile(fn, backend="aot_eager", dynamic=dynamic)
-        if not PATCHED:
-            with self.assertRaisesRegex(RuntimeError, "as_strided not supported with DTensor"):
-                compiled(x)
+        ran = self._compile_and_run(DTENSOR_PROGRAMS[name], placement, dynamic, "as_strided not supported with DTensor")
+        if ran is None:
             return
-        with strict_view_replay():
-            out = compiled(x)
-        ref = fn(xe)
-        self.assertEqual(out.placements, ref.placements)
-        self.assertEqual(out.shape, ref.shape)
-        self.assertEqual(out.full_tensor(), ref.full_tensor())
-        self.assertEqual(out.to_local(), ref.to_local())
-        self.assertEqual(out.to_local().stride(), ref.to_local().stride())
-        self.assertEqual(type(out.grad_fn).__name__, type(ref.grad_fn).__name__)
-        self.assertNotIn("AsStridedBackward0", autograd_nodes([out]))
+        x, xe, (out,), (ref,) = ran
         out.sum().backward()
         ref.sum().backward()
         self.assertEqual(x.grad.full_tensor(), xe.grad.full_tensor())
@@ -217,27 +227,12 @@ class TestDTensorWorldSizeOne(CompileTestCase):
     @parametrize("dynamic", [False, True])
     @parametrize("placement", list(PLACEMENTS))
     def test_outputs_aliasing_one_intermediate(self, placement: str, dynamic: bool) -> None:
-        fn = DTENSOR_INTERMEDIATE_PROGRAM
-        full = torch.randn(6, 4)
-        x = distribute_tensor(full, self.mesh, [PLACEMENTS[placement]]).requires_grad_(True)
-        xe = distribute_tensor(full, self.mesh, [PLACEMENTS[placement]]).requires_grad_(True)
-        compiled = torch.compile(fn, backend="aot_eager", dynamic=dynamic)
-        if not PATCHED:
-            with self.assertRaisesRegex(Exception, "ANY output aliasing"):
-                compiled(x)
+        ran = self._compile_and_run(DTENSOR_INTERMEDIATE_PROGRAM, placement, dynamic, "ANY output aliasing")
+        if ran is None:
             return
-        with strict_view_replay():
-            outs = compiled(x)
-        refs = fn(xe)
-        for o, r in zip(outs, refs):
-            self.assertEqual(o.placements, r.placements)
-            self.assertEqual(o.shape, r.shape)
-            self.assertEqual(o.full_tensor(), r.full_tensor())
-            self.assertEqual(o.to_local(), r.to_local())
-            self.assertEqual(o.to_local().stride(), r.to_local().stride())
-            self.assertEqual(type(o.grad_fn).__name__, type(r.grad_fn).__name__)
+        x, xe, outs, refs = ran
+        for o in outs:
             self.assertEqual(o.to_local().untyped_storage().data_ptr(), outs[0].to_local().untyped_storage().data_ptr())
-        self.assertNotIn("AsStridedBackward0", autograd_nodes(list(outs)))
         (outs[0].sum() + 3 * outs[1].sum()).backward()
         (refs[0].sum() + 3 * refs[1].sum()).backward()
         self.assertEqual(x.grad.full_tensor(), xe.grad.full_tensor())
