@@ -129,6 +129,13 @@ class TestFuzzRegressions(TestCase):
                 ),
                 outputs=(0,),
             ),
+            # dynamic=True, mutation of an input with an expanded view of it as another input:
+            # upstream's overlap check calls numel() on symbolic sizes.
+            "overlap check of aliased inputs": Program(
+                inputs=(InputSpec((1, 2), requires_grad=False), InputSpec((), requires_grad=False, of=0, view="expand")),
+                steps=(Step("view", "alias", 1), Step("mutation", "add_", 0), Step("view", "unbind_last", 0)),
+                outputs=(0,),
+            ),
             # dynamic=True, t_ of an input's alias: Dynamo's "Guard failed on the same frame".
             "in-place transpose of an input": Program(
                 inputs=(InputSpec((2, 3), requires_grad=False),),

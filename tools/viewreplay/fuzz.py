@@ -186,6 +186,14 @@ KNOWN_UPSTREAM_ERRORS: list[tuple[str, str, str]] = [
         "dtypes'.",
     ),
     (
+        "RuntimeError",
+        r"in compute_overlapping_inputs[\s\S]*Cannot call numel\(\) on tensor with symbolic sizes",
+        "dynamic=True, an input mutated while an expand()ed view of it is another input: "
+        "AOTAutograd's overlap check of aliased inputs calls numel() on symbolic sizes (stock "
+        "raises the same). def f(x, a): torch.ops.aten.alias(a); x.add_(1); return (x,) with "
+        "a = x.unsqueeze(0).expand(2, *x.shape), x of (1, 2).",
+    ),
+    (
         "AssertionError",
         r"Guard failed on the same frame it was created",
         "dynamic=True, an in-place transpose of an input (or of an alias of it): Dynamo's guard "
