@@ -136,6 +136,28 @@ class TestFuzzRegressions(TestCase):
                 steps=(Step("view", "alias", 1), Step("mutation", "add_", 0), Step("view", "unbind_last", 0)),
                 outputs=(0,),
             ),
+            # Mutation of overlapping unfold() windows: functionalization bans it.
+            "mutation of overlapping windows": Program(
+                inputs=(InputSpec((1, 2), requires_grad=False),),
+                steps=(Step("view", "reshape_alias", 0), Step("view", "unfold", 1), Step("mutation", "add_", 2)),
+                outputs=(0,),
+            ),
+            # dynamic=True, an expanded input at the second size: no source for a symbol.
+            "guard without a source": Program(
+                inputs=(
+                    InputSpec((1,), requires_grad=False),
+                    InputSpec((2, 1, 3), requires_grad=False),
+                    InputSpec((), requires_grad=False, of=1, view="expand"),
+                ),
+                steps=(Step("view", "view", 1),),
+                outputs=(2,),
+            ),
+            # conj() of a real input is the input; compiled returns an alias of it.
+            "self-returning view of an input": Program(
+                inputs=(InputSpec((1,), requires_grad=False), InputSpec((), requires_grad=False, of=0, view="expand")),
+                steps=(Step("view", "conj", 1), Step("mutation", "add_", 0)),
+                outputs=(2,),
+            ),
             # dynamic=True, t_ of an input's alias: Dynamo's "Guard failed on the same frame".
             "in-place transpose of an input": Program(
                 inputs=(InputSpec((2, 3), requires_grad=False),),

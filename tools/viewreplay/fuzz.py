@@ -115,11 +115,12 @@ EXCLUSIONS: dict[str, str] = {
     "return (v,) with x of (1, 1): compiled True, eager False). Only in programs with that "
     "feature (Program.features); values, metadata and storage sharing are still compared",
     "identity of outputs": "in programs with a view op that can return its self (real and "
-    "conj of a real tensor, contiguous of a contiguous one), whether two outputs are the same "
-    "Python object: eager returns one tensor twice, compiled two aliases of one storage, "
-    "identically on stock 2.13.0 (def f(x): v = x.view(-1); return v, v.real: eager "
-    "out[0] is out[1], compiled not). Storage sharing, and identity with inputs, are still "
-    "compared",
+    "conj of a real tensor, contiguous of a contiguous one), whether an output is the same "
+    "Python object as another output or an input: eager returns the tensor itself, compiled "
+    "an alias of it, identically on stock 2.13.0 (def f(x): v = x.view(-1); return v, v.real: "
+    "eager out[0] is out[1], compiled not; def f(x, a): a = a.conj(); x.add_(1); return (a,) "
+    "with a = x.unsqueeze(0).expand(2, *x.shape): eager out[0] is a, compiled not). Storage "
+    "sharing is still compared",
     "error messages": "only the error type is compared when both raise",
     "storage offset of empty tensors": "unobservable",
     "upstream bugs": "compiled errors that stock torch 2.13.0 raises on the same program are "
@@ -192,6 +193,20 @@ KNOWN_UPSTREAM_ERRORS: list[tuple[str, str, str]] = [
         "AOTAutograd's overlap check of aliased inputs calls numel() on symbolic sizes (stock "
         "raises the same). def f(x, a): torch.ops.aten.alias(a); x.add_(1); return (x,) with "
         "a = x.unsqueeze(0).expand(2, *x.shape), x of (1, 2).",
+    ),
+    (
+        "RuntimeError",
+        r"functionalization encountered a tensor being mutated that has internal overlap",
+        "upstream bans it: def f(x): v = x.reshape(-1).unfold(0, 2, 1); v.add_(1); return (x,) "
+        "with x of (1, 2) (overlapping windows mutated in place; eager allows it).",
+    ),
+    (
+        "AssertionError",
+        r"sources must not be empty for symbol",
+        "dynamic=True, an expand()ed view of an input as another input, at the second size: "
+        "Dynamo finds no source for a symbol while building guards (stock raises the same). "
+        "def f(x, y, a): y.view(y.shape[-1], -1); return (a,) with a = "
+        "y.unsqueeze(0).expand(2, *y.shape), y of (2, 1, 3) then (4, 1, 5).",
     ),
     (
         "AssertionError",
@@ -661,17 +676,11 @@ def _compare_tensor(what: str, r: torch.Tensor, o: torch.Tensor, *, check_is_vie
 
 
 def _sharing(
-    outs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor], *, identity_of_outputs: bool = True
+    outs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor], *, check_identity: bool = True
 ) -> list[list[tuple[bool, bool | None]]]:
     """Per output, per input then output: (shares its storage, is it)."""
     everything = list(inputs) + list(outs)
-    return [
-        [
-            (_same_storage(o, t), o is t if identity_of_outputs or k < len(inputs) else None)
-            for k, t in enumerate(everything)
-        ]
-        for o in outs
-    ]
+    return [[(_same_storage(o, t), o is t if check_identity else None) for t in everything] for o in outs]
 
 
 def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -679,7 +688,7 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def compare(
-    ref: RunResult, res: RunResult, *, check_is_view: bool = True, identity_of_outputs: bool = True
+    ref: RunResult, res: RunResult, *, check_is_view: bool = True, check_identity: bool = True
 ) -> None:
     """Raise :class:`Mismatch` where the compiled run ``res`` differs from eager ``ref``."""
     if ref.error is not None or res.error is not None:
@@ -709,8 +718,8 @@ def compare(
         _compare_tensor(f"output {i}", r, o, check_is_view=aliases_input and check_is_view)
     for i, (r, o) in enumerate(zip(ref.inputs, res.inputs)):
         _compare_tensor(f"input {i} after the call", r, o)
-    eager_sharing = _sharing(ref.outputs, ref.inputs, identity_of_outputs=identity_of_outputs)
-    compiled_sharing = _sharing(res.outputs, res.inputs, identity_of_outputs=identity_of_outputs)
+    eager_sharing = _sharing(ref.outputs, ref.inputs, check_identity=check_identity)
+    compiled_sharing = _sharing(res.outputs, res.inputs, check_identity=check_identity)
     if eager_sharing != compiled_sharing:
         raise Mismatch(f"storage sharing / identity differs: eager {eager_sharing}, compiled {compiled_sharing}")
     _backward(ref)
@@ -769,7 +778,7 @@ def check_program(
                         ref,
                         res,
                         check_is_view="dtype_view_metadata_mutation" not in feats,
-                        identity_of_outputs="self_returning_view" not in feats,
+                        check_identity="self_returning_view" not in feats,
                     )
                 except Mismatch as e:
                     raise Mismatch(f"dynamic={dynamic} size#{size_index}: {e}") from e
