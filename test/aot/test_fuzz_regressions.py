@@ -71,6 +71,11 @@ class TestFuzzRegressions(TestCase):
                 steps=(Step("view", "view_dtype", 0), Step("mutation", "squeeze_", 1)),
                 outputs=(1,),
             ),
+            "detach": Program(
+                inputs=(InputSpec((1,), requires_grad=False),),
+                steps=(Step("view", "detach", 0), Step("mutation", "squeeze_", 1)),
+                outputs=(1,),
+            ),
             "same-dtype view": Program(
                 inputs=(InputSpec((1, 2), requires_grad=False),),
                 steps=(Step("view", "view_dtype_back", 0), Step("mutation", "squeeze_", 1)),
