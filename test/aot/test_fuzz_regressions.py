@@ -163,6 +163,17 @@ class TestFuzzRegressions(TestCase):
                 steps=(Step("view", "conj", 1), Step("mutation", "add_", 0)),
                 outputs=(2,),
             ),
+            # A no_grad write through a view of a leaf that requires grad, with another view of
+            # it as an input: the synthetic base's epilogue raises (leaf used in-place).
+            "no_grad write through a synthetic base of a leaf": Program(
+                inputs=(
+                    InputSpec((1,), requires_grad=True),
+                    InputSpec((), requires_grad=True, of=0, view="select"),
+                    InputSpec((), requires_grad=True, of=0, view="expand"),
+                ),
+                steps=(Step("view", "alias", 2), Step("mutation", "nograd_add_", 1)),
+                outputs=(0,),
+            ),
             # dynamic=True, t_ of an input's alias: Dynamo's "Guard failed on the same frame".
             "in-place transpose of an input": Program(
                 inputs=(InputSpec((2, 3), requires_grad=False),),

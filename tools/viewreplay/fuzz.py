@@ -214,6 +214,14 @@ KNOWN_UPSTREAM_ERRORS: list[tuple[str, str, str]] = [
         "y.unsqueeze(0).expand(2, *y.shape), y of (2, 1, 3) then (4, 1, 5).",
     ),
     (
+        "RuntimeError",
+        r"a leaf Variable that requires grad is being used in an in-place operation",
+        "synthetic bases of a leaf that requires grad: def f(x, a, b): torch.ops.aten.alias(b); "
+        "with torch.no_grad(): a.add_(1); return (x,) with a = x[0], b = x.unsqueeze(0)"
+        ".expand(2, 1): eager allows the no_grad write through the view, compiled code replays "
+        "it on the leaf with grad enabled and raises (stock raises the same).",
+    ),
+    (
         "AssertionError",
         r"Guard failed on the same frame it was created",
         "dynamic=True, an in-place transpose of an input (or of an alias of it): Dynamo's guard "
