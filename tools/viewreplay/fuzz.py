@@ -833,10 +833,10 @@ def fuzz(
 ) -> FuzzReport:
     """Run this job's share of ``n_programs`` generated programs, in chunks of ``chunk``.
 
-    Chunk ``k`` (of all ``ceil(n_programs / chunk)``) is one hypothesis run seeded ``seed + k``;
-    job ``job`` of ``jobs`` runs the chunks with ``k % jobs == job``, so a split run covers the
-    same programs as a single one. A failing chunk stops at its first failure, which hypothesis
-    shrinks; the minimal program is recorded and the next chunk starts."""
+    Chunk ``k`` is one hypothesis run seeded ``seed + k``; job ``job`` of ``jobs`` runs the
+    chunks with ``k % jobs == job`` until it has run its share of the programs. A failing chunk
+    stops at its first failure, which hypothesis shrinks; the minimal program is recorded and
+    the next chunk starts, so a job runs more chunks than its share when some fail."""
     import warnings
 
     from hypothesis import given, HealthCheck, Phase, settings
@@ -844,9 +844,10 @@ def fuzz(
 
     warnings.filterwarnings("ignore")
     report = FuzzReport()
-    n_chunks = -(-n_programs // chunk)
-    for k in range(job, n_chunks, jobs):
-        size = min(chunk, n_programs - k * chunk)
+    share = n_programs // jobs + (1 if job < n_programs % jobs else 0)
+    k = job
+    while report.programs < share:
+        size = min(chunk, share - report.programs)
         state: dict[str, Any] = {"failed": False, "last": None}
 
         @hseed(seed + k)
@@ -882,6 +883,7 @@ def fuzz(
         if verbose:
             prefix = f"[job {job}] " if jobs > 1 else ""
             print(f"{prefix}... {report.programs} programs, {len(report.failures)} failures", flush=True)
+        k += jobs
     return report
 
 
@@ -910,7 +912,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dynamic-only", action="store_true")
     parser.add_argument("--no-shrink", action="store_true")
     parser.add_argument("--jobs", type=int, default=1,
-                        help="processes to split the chunks across (same programs as --jobs 1)")
+                        help="processes to split the chunks across")
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.programs < 1:
         parser.error("--jobs and --programs must be at least 1")
