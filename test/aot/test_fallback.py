@@ -160,6 +160,38 @@ class TestFallbackPoint(CompileTestCase):
         self.assertIn("VIEW_FUNC_AS_STRIDED", payload_lines)
 
 
+class TestFallbackKeepsNegativeBit(CompileTestCase):
+    def test_synthetic_base_regenerates_a_negative_view(self) -> None:
+        # Found by the fuzzer. Aliased inputs, one mutated, make a synthetic base; the output,
+        # a _neg_view of one of them, is regenerated off it with as_strided(), which keeps the
+        # base's (absent) negative bit. Stock returns 2.0 where eager returns -2.0.
+        def fn(x, a, b):
+            v = torch._neg_view(a)
+            x.add_(1)
+            return (v,)
+
+        def inputs():
+            x = torch.tensor([1.0])
+            return x, x[0], x.unsqueeze(0).expand(2, 1)
+
+        (ref,) = fn(*inputs())
+        self.assertEqual(ref.resolve_neg().item(), -2.0)
+        compiled = torch.compile(fn, backend="aot_eager")
+        if PATCHED:
+            (out,) = compiled(*inputs())
+            self.assertEqual(out.is_neg(), ref.is_neg())
+            self.assertEqual(out.resolve_neg(), ref.resolve_neg())
+            self.assertIn("NO_VIEW_META", fallback_counts())
+            return
+        try:
+            (out,) = compiled(*inputs())
+        except AssertionError as e:
+            # Under this TestCase stock's own ViewMeta replay of the synthetic base asserts.
+            self.assertIn("incorrect out shape after application of ViewMeta sequence", str(e))
+        else:
+            self.assertEqual(out.resolve_neg().item(), 2.0)  # the bug: the negation is lost
+
+
 class TestReplayNodes(TestCase):
     def test_dynamic_input_alias_replays_real_view(self) -> None:
         torch._dynamo.reset()

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import torch
 from torch import Tensor
 from torch._C import _functionalization
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
@@ -86,7 +87,7 @@ def _patch_requires_grad(out: Tensor, target_requires_grad: bool) -> Tensor:
 def _fallback(
     base: Tensor, target: Tensor, reason: FallbackReason, detail: str
 ) -> Tensor:
-    return as_strided_fallback(
+    out = as_strided_fallback(
         base,
         target.size(),
         target.stride(),
@@ -95,6 +96,13 @@ def _fallback(
         reason,
         detail,
     )
+    # as_strided() keeps the base's negative and conjugate bits; the output may
+    # have others (a _neg_view() or conj() in its chain), and its values with them.
+    if out.is_neg() != target.is_neg():
+        out = torch._neg_view(out)
+    if out.is_conj() != target.is_conj():
+        out = out.conj()
+    return out
 
 
 def _replay(
