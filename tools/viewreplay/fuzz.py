@@ -223,6 +223,14 @@ KNOWN_UPSTREAM_ERRORS: list[tuple[str, str, str]] = [
         "it on the leaf with grad enabled and raises (stock raises the same).",
     ),
     (
+        "RuntimeError",
+        r"invalid gradient at index \d+ - got \[\d+\] but expected shape compatible with",
+        "an in-place as_strided_ of an intermediate that requires grad, with an alias of it "
+        "returned: def f(x): v = x.clone(); a = torch.ops.aten.alias(v); "
+        "v.as_strided_((2, 2), (1, 2)); return (a,) with x of (4,) requiring grad: tracing the "
+        "joint graph raises (stock raises the same).",
+    ),
+    (
         "AssertionError",
         r"Guard failed on the same frame it was created",
         "dynamic=True, an in-place transpose of an input (or of an alias of it): Dynamo's guard "
