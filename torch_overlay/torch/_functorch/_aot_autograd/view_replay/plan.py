@@ -235,7 +235,7 @@ def plan_view_replay(
                     render_pieces_call(key_parts, f"lambda t=t: _op{i}(t, *{op_args})", claim)
                     + f"[{out_index}]"
                 )
-                key_parts.append(repr(args[OUT_INDEX_POSITION]))
+                key_parts.append(repr(out_index))
             else:
                 constants[f"_vm{i}"] = f"_C._functionalization.{names[i]}"
                 pending.append(f"_vm{i}({rendered})")
