@@ -45,10 +45,10 @@ test: $(STOCK)/.installed $(PATCHED)/.installed
 	$(PATCHED)/bin/python -m pytest -q test/aot
 	$(PATCHED)/bin/python -m pytest -q upstream/test/functorch/test_aot_view_replay.py
 
-# Stock vs patched vs eager, interleaved; writes benchmarks/results/latest.{md,png,json}.
+# Stock vs patched vs eager, interleaved; writes benchmarks/results/latest.{md,png,json} and the README's bench section.
 bench: $(STOCK)/.installed $(PATCHED)/.installed
 	$(STOCK)/bin/python -m pip install -q matplotlib
-	$(STOCK)/bin/viewreplay bench --stock-python $(STOCK)/bin/python --patched-python $(PATCHED)/bin/python --out benchmarks/results
+	$(STOCK)/bin/viewreplay bench --stock-python $(STOCK)/bin/python --patched-python $(PATCHED)/bin/python --out benchmarks/results --readme README.md
 
 # The curated test_aotdispatch subset; needs a PyTorch checkout at v2.13.0: make aotdispatch PYTORCH_SRC=...
 aotdispatch: $(STOCK)/.installed $(PATCHED)/.installed

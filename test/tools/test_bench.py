@@ -9,22 +9,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from viewreplay import ViewReplayError
 from viewreplay.bench import (
     BenchConfig,
+    check_readme,
     fmt_us,
     iqr_over_median,
     measure_noise,
+    measure_workload,
     median,
+    new_record,
     paired_ratio,
     ratio,
+    README_BEGIN,
+    README_END,
     regen_rows,
     render_markdown,
     round_order,
     run_bench,
     summarize,
     summary_line,
+    SUMMARY_HEADER,
     table_row,
     TABLE_HEADER,
+    update_readme,
     write_results,
 )
 from viewreplay_testlib import run_cli
@@ -64,6 +72,7 @@ SLICE_T = {
     "workload": "slice_t",
     "backend": "aot_eager",
     "compile_s": {"stock": [1.0, 1.2, 5.0], "patched": [1.1, 1.05, 1.0]},
+    "compile_hooks_s": [0.010, 0.012, 0.011],
     "error": {"stock": None, "patched": None},
     "probe": {"stock": {"8x4": _probe(1, 2, 4096)}, "patched": {"8x4": _probe(0)}},
     "rounds": {
@@ -123,12 +132,12 @@ def test_ratios_use_medians_and_pooled_eager() -> None:
     line = summary_line(row)
     assert line == (
         "slice_t[aot_eager] 8x4: patched/stock 0.75 fwd+bwd, 0.50 bwd; patched/eager 1.36 (bwd 1.25); "
-        "AsStrided stock 1 → patched 0; compile patched/stock 0.88"
+        "AsStrided stock 1 → patched 0; compile patched/stock 0.88, view_replay hooks in compile 11.0 ms (1.05%)"
     )
     cells = table_row(row).strip("| ").split(" | ")
     assert len(cells) == TABLE_HEADER.count(" | ") + 1
     assert cells[:8] == ["slice_t", "aot_eager", "8x4", "105.0", "200.0", "150.0", "0.75", "1.36"]
-    assert "1 → 0" in cells and "3/2/3" in cells and "2.0/4.0/2.0" in cells
+    assert "1 → 0" in cells and "3/2/3" in cells and "2.0/4.0/2.0" in cells and "11.0 ms (1.05%)" in cells
 
 
 def test_errors_become_cells_and_keep_eager() -> None:
@@ -167,6 +176,8 @@ def test_noise_and_markdown() -> None:
     md = render_markdown(results, rows, "latest.png")
     assert "**noise**: median IQR/median of a timing series" in md and "20.0% max" in md
     assert TABLE_HEADER in md and "![ratios](latest.png)" in md
+    assert SUMMARY_HEADER in md
+    assert "| slice_t | aot_eager | 8x4 | 0.75 | 0.50 | 1.25 | 1 → 0 | 0.88 | 11.0 ms (1.05%) | 1.10 |" in md
     assert "| g | aot_eager | 4x3 | 0 | 3.0 | 4.0 (AsStridedBackward0) | 9.0 (ViewBackward0) | +6.0 | +1.0 |" in md
     assert fmt_us(None) == "-" and fmt_us(1.5e-3) == "1500"
 
@@ -208,3 +219,72 @@ def test_tiny_real_run(tmp_path: Path) -> None:
         assert dt.error[side] is None or dt.error[side].startswith("RuntimeError")
     (regen,) = regen_rows(results)
     assert regen["stock_regen_s"] > 0 and regen["eager_view_s"] > 0
+
+
+class _FakeWorker:
+    """Answers like a bench worker and logs the timing requests; ``compiles``: whether compile works."""
+
+    def __init__(self, side: str, log: list[tuple[str, str, str]], compiles: bool = True) -> None:
+        self.side, self.log, self.compiles = side, log, compiles
+
+    def request(self, cmd: str, **kwargs: Any) -> dict[str, Any]:
+        if cmd == "compile":
+            return {"compile_s": 1.0} if self.compiles else {"error": "RuntimeError: no"}
+        if cmd == "probe":
+            variants = ("eager", "compiled") if self.compiles else ("eager",)
+            return {size: {v: {"nodes": 1} for v in variants} for size in ("4x3", "8x3")}
+        assert cmd == "time"
+        self.log.append((self.side, kwargs["size"], kwargs["variant"]))
+        return {"fwd_bwd_s": 1e-5, "bwd_s": 1e-5}
+
+
+def test_measurements_are_paired_back_to_back() -> None:
+    # Note [Paired measurements]: per size, compiled in both workers, then eager in both (the
+    # other order), and the side that goes first alternates round by round.
+    log: list[tuple[str, str, str]] = []
+    workers = {side: _FakeWorker(side, log) for side in ("stock", "patched")}
+    record = new_record("g", "aot_eager")
+    measure_workload(workers, record, BenchConfig.for_mode("quick", rounds=2))  # type: ignore[arg-type]
+    per_size = [
+        ("stock", "compiled"), ("patched", "compiled"), ("patched", "eager"), ("stock", "eager"),
+    ]
+    swapped = [("patched", "compiled"), ("stock", "compiled"), ("stock", "eager"), ("patched", "eager")]
+    expected = [(side, size, variant) for order in (per_size, swapped) for size in ("4x3", "8x3")
+                for side, variant in order]
+    assert log == expected
+    assert [sorted(r) for r in record["rounds"]["stock"]] == [["4x3", "8x3"]] * 2
+
+    # A side whose compile fails is timed on eager only; the other keeps its pairs.
+    log.clear()
+    workers["stock"] = _FakeWorker("stock", log, compiles=False)
+    record = new_record("dtensor_view", "aot_eager")
+    measure_workload(workers, record, BenchConfig.for_mode("quick", rounds=1))  # type: ignore[arg-type]
+    assert record["error"]["stock"] == "RuntimeError: no"
+    assert log[:3] == [("patched", "4x3", "compiled"), ("patched", "4x3", "eager"), ("stock", "4x3", "eager")]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch in this interpreter")
+def test_orchestrator_knows_every_workload() -> None:
+    # bench.py does not import torch, so it names the workers' workloads itself.
+    from viewreplay.bench import REGEN_WORKLOAD_NAMES, WORKLOAD_NAMES
+    from viewreplay.bench_worker import REGEN_WORKLOADS, WORKLOADS
+
+    assert tuple(WORKLOADS) == WORKLOAD_NAMES and tuple(REGEN_WORKLOADS) == REGEN_WORKLOAD_NAMES
+
+
+def test_readme_section_is_replaced_between_markers(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# title\n\nbefore\n{README_BEGIN}\nold table\n{README_END}\n\n## after\n")
+    results = _results([SLICE_T])
+    update_readme(readme, results, summarize(results))
+    text = readme.read_text()
+    assert text.startswith("# title\n\nbefore\n") and text.endswith(f"{README_END}\n\n## after\n")
+    assert "old table" not in text and SUMMARY_HEADER in text and "**Noise**:" in text
+    assert "| slice_t | aot_eager | 8x4 | 0.75 |" in text
+
+    # No markers, or a second pair: refused before anything is written (exit 1 from the CLI).
+    readme.write_text("# title\n")
+    with pytest.raises(ViewReplayError, match="bench:begin"):
+        check_readme(readme)
+    assert run_cli("bench", "--stock-python", "x", "--patched-python", "y", "--readme", str(readme)) == 1
+    assert readme.read_text() == "# title\n"

@@ -6,8 +6,10 @@ methods) and drives both over stdin/stdout JSON, one workload at a time:
 
   1. cold compile, ``--compile-repeats`` times, alternating stock/patched;
   2. probe (autograd nodes, AsStridedBackward0 nodes, backward peak memory, values vs eager);
-  3. ``--rounds`` timing rounds, alternating which worker goes first (ABBA), so that
-     machine noise hits stock and patched alike;
+  3. ``--rounds`` timing rounds; in each, every (size, variant) is measured in both
+     workers back to back, alternating which goes first (ABBA). See Note [Paired
+     measurements]: the machine has slow and fast phases lasting seconds, so only
+     measurements taken next to each other are compared;
 
 then the regeneration micro benchmark (per aliased output: the runtime regeneration
 vs one eager view chain on the same base). It writes ``latest.md``, ``latest.png``
@@ -37,7 +39,7 @@ from typing import Any, IO
 from viewreplay import ViewReplayError
 
 
-WORKLOAD_NAMES = ("f", "g", "h", "slice_t", "three_views", "dtensor_view", "block")
+WORKLOAD_NAMES = ("f", "g", "h", "slice_t", "slice_t_cgrad", "three_views", "dtensor_view", "block")
 REGEN_WORKLOAD_NAMES = ("g", "slice_t")
 BACKENDS = ("aot_eager", "inductor")
 SIDES = ("stock", "patched")
@@ -46,10 +48,10 @@ SIDES = ("stock", "patched")
 @dataclasses.dataclass(frozen=True)
 class BenchConfig:
     mode: str = "default"  # quick | default | full: sizes per workload (bench_worker.Workload)
-    rounds: int = 7
+    rounds: int = 35
     compile_repeats: int = 2
     regen_rounds: int = 3
-    target_s: float = 0.05  # seconds per measurement (calibrated iterations)
+    target_s: float = 0.01  # seconds per measurement (calibrated iterations)
     threads: int = 1
     workloads: tuple[str, ...] = WORKLOAD_NAMES
     backends: tuple[str, ...] = BACKENDS
@@ -58,9 +60,10 @@ class BenchConfig:
     @classmethod
     def for_mode(cls, mode: str, **overrides: Any) -> "BenchConfig":
         presets = {
+            # Many short paired rounds beat few long ones here (Note [Paired measurements]).
             "quick": dict(rounds=3, compile_repeats=1, regen_rounds=1, target_s=0.01),
-            "default": dict(rounds=7, compile_repeats=2, regen_rounds=3, target_s=0.05),
-            "full": dict(rounds=15, compile_repeats=3, regen_rounds=5, target_s=0.2),
+            "default": dict(rounds=35, compile_repeats=2, regen_rounds=3, target_s=0.01),
+            "full": dict(rounds=75, compile_repeats=3, regen_rounds=5, target_s=0.01),
         }
         values: dict[str, Any] = {"mode": mode, **presets[mode]}
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -145,6 +148,8 @@ def new_record(workload: str, backend: str) -> dict[str, Any]:
         "workload": workload,
         "backend": backend,
         "compile_s": {side: [] for side in SIDES},
+        # seconds inside view_replay's hooks during each cold compile (patched worker only)
+        "compile_hooks_s": [],
         "error": {side: None for side in SIDES},
         "probe": {side: {} for side in SIDES},
         # rounds[side] = list of {size: {variant: {fwd_bwd_s, bwd_s, number}}}
@@ -194,7 +199,7 @@ def run_bench(
                 t0 = time.perf_counter()
                 record = new_record(workload, backend)
                 records.append(record)
-                _measure(workers, record, config)
+                measure_workload(workers, record, config)
                 progress(f"bench: {workload}[{backend}] done in {time.perf_counter() - t0:.1f}s")
 
         regen = []
@@ -222,7 +227,7 @@ def run_bench(
     }
 
 
-def _measure(workers: dict[str, WorkerProcess], record: dict[str, Any], config: BenchConfig) -> None:
+def measure_workload(workers: dict[str, WorkerProcess], record: dict[str, Any], config: BenchConfig) -> None:
     """Compile, probe and time one (workload, backend) on both workers, interleaved.
 
     A side whose compiled program fails keeps its eager measurements (the worker
@@ -246,17 +251,36 @@ def _measure(workers: dict[str, WorkerProcess], record: dict[str, Any], config: 
                 reply = ask(side, "compile")
                 if reply is not None:
                     record["compile_s"][side].append(reply["compile_s"])
+                    if "hooks_s" in reply:
+                        record["compile_hooks_s"].append(reply["hooks_s"])
     for side in SIDES:
         if side in alive:
             reply = ask(side, "probe")
             if reply is not None:
                 record["probe"][side] = reply
+    # size -> the variants each side can time (eager always; compiled where it compiled)
+    variants = {
+        size: {side: set(record["probe"][side].get(size, {})) & {"eager", "compiled"} for side in SIDES}
+        for side in SIDES for size in record["probe"][side]
+    }
     for r in range(config.rounds):
-        for side in round_order(r):
-            if side in alive:
-                reply = ask(side, "time")
-                if reply is not None:
-                    record["rounds"][side].append(reply)
+        measured: dict[str, dict[str, Any]] = {side: {} for side in alive}
+        order = round_order(r)
+        # Note [Paired measurements]: compiled stock/patched adjacent, then eager in the
+        # other order, so that eager's patched/stock pair (identical code) is adjacent too.
+        for size, per_side in variants.items():
+            for variant, sides in (("compiled", order), ("eager", order[::-1])):
+                for side in sides:
+                    if side in alive and variant in per_side[side]:
+                        reply = workers[side].request("time", size=size, variant=variant, **key)
+                        if "error" in reply:
+                            record["error"][side] = record["error"][side] or reply["error"]
+                            alive.discard(side)
+                        else:
+                            measured[side].setdefault(size, {})[variant] = reply
+        for side, result in measured.items():
+            if result:
+                record["rounds"][side].append(result)
 
 
 def _measure_regen(
@@ -314,6 +338,7 @@ class Row:
     eager_between_workers: float | None
     spreads: list[float]  # IQR/median of every sample series of the row
     compile_s: dict[str, float | None]
+    compile_hooks_s: float | None  # view_replay's own work in the patched compile (bench_worker.HookTimer)
     probe: dict[str, dict[str, Any]]  # side -> {eager: {...}, compiled: {...}, values_equal}
     error: dict[str, str | None]
 
@@ -327,13 +352,26 @@ class Row:
         return ratio(getattr(self, num)[metric], getattr(self, den)[metric])
 
 
-def paired_ratio(numerators: Sequence[float | None], denominators: Sequence[float | None]) -> float | None:
-    """Median of the round-by-round ratios.
+# Note [Paired measurements]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~
+# This machine (2 vCPUs of a VM) runs in phases: for seconds at a time everything
+# is up to ~1.7x faster or slower. Measured with stock torch in both workers (an
+# A/A run): one worker's eager g[inductor] took 25 us per call in six rounds and
+# 15 us in the seventh (fastest blocks). A measurement's fastest block moved as much
+# as its median, so neither a minimum nor a median over rounds compares two workers:
+# the A/A "ratio" of such estimates ranged from 0.72 to 1.70. What cancels the phases is
+# comparing measurements taken next to each other. Each round therefore measures
+# every (size, variant) in both workers back to back (tens of ms apart, ABBA), and a
+# ratio is the median over rounds of the round's ratio. Short measurements in many
+# rounds pair better than long ones in few: on one A/A subset (16 rows), 35 rounds
+# of 10 ms gave a median |ratio - 1| of 1.3% (max 5.9%) for compiled fwd+bwd,
+# 7 rounds of 50 ms 2.1% (max 8.6%), 70 rounds of 5 ms 2.5% (max 37%). Eager runs
+# the same code in both workers, so its patched/stock ratio is an A/A measurement
+# taken in the same run: the table's last column, and the noise line of the report.
 
-    Round r of the stock and the patched worker run back to back (and eager and
-    compiled run back to back inside each worker), so their ratio cancels the slow
-    drift of a shared machine that a ratio of two medians keeps.
-    """
+
+def paired_ratio(numerators: Sequence[float | None], denominators: Sequence[float | None]) -> float | None:
+    """Median of the round-by-round ratios (Note [Paired measurements])."""
     return median([n / d for n, d in zip(numerators, denominators) if n is not None and d])
 
 
@@ -386,6 +424,7 @@ def summarize(results: dict[str, Any]) -> list[Row]:
                     eager=eager, stock=per_side["stock"], patched=per_side["patched"],
                     eager_between_workers=between, spreads=spreads, paired=paired,
                     compile_s={side: median(rec["compile_s"][side]) for side in SIDES},
+                    compile_hooks_s=median(rec.get("compile_hooks_s", [])),
                     probe={side: rec["probe"][side].get(size, {}) for side in SIDES},
                     error=dict(rec["error"]),
                 )
@@ -469,6 +508,14 @@ def compile_ratio(row: Row) -> float | None:
     return ratio(row.compile_s["patched"], row.compile_s["stock"])
 
 
+def hooks_text(row: Row) -> str:
+    """view_replay's own compile-time work: ms and share of the patched compile."""
+    share = ratio(row.compile_hooks_s, row.compile_s["patched"])
+    if share is None or row.compile_hooks_s is None:
+        return "-"
+    return f"{1e3 * row.compile_hooks_s:.1f} ms ({100 * share:.2f}%)"
+
+
 def summary_line(row: Row) -> str:
     """One line per workload row, for stdout."""
     head = f"{row.workload}[{row.backend}] {row.size}:"
@@ -477,13 +524,14 @@ def summary_line(row: Row) -> str:
         if not row.error["patched"]:
             parts.append(f"patched/eager {fmt_ratio(row.ratio('fwd_bwd_s', 'patched', 'eager'))}")
         return f"{head} " + "; ".join(parts)
+    hooks = "" if row.compile_hooks_s is None else f", view_replay hooks in compile {hooks_text(row)}"
     return (
         f"{head} patched/stock {fmt_ratio(row.ratio('fwd_bwd_s', 'patched', 'stock'))} fwd+bwd, "
         f"{fmt_ratio(row.ratio('bwd_s', 'patched', 'stock'))} bwd; "
         f"patched/eager {fmt_ratio(row.ratio('fwd_bwd_s', 'patched', 'eager'))} "
         f"(bwd {fmt_ratio(row.ratio('bwd_s', 'patched', 'eager'))}); "
         f"AsStrided stock {as_strided_text(row).replace(' → ', ' → patched ')}; "
-        f"compile patched/stock {fmt_ratio(compile_ratio(row))}"
+        f"compile patched/stock {fmt_ratio(compile_ratio(row))}{hooks}"
     )
 
 
@@ -491,7 +539,8 @@ TABLE_HEADER = (
     "| workload | backend | size | eager fwd+bwd µs | stock fwd+bwd µs | patched fwd+bwd µs "
     "| patched/stock | patched/eager | eager bwd µs | stock bwd µs | patched bwd µs "
     "| patched/stock bwd | patched/eager bwd | AsStrided stock → patched | autograd nodes eager/stock/patched "
-    "| bwd peak KiB eager/stock/patched | compile s stock/patched | compile patched/stock | eager patched-worker/stock-worker |"
+    "| bwd peak KiB eager/stock/patched | compile s stock/patched | compile patched/stock "
+    "| view_replay hooks in compile (share) | eager patched-worker/stock-worker |"
 )
 
 
@@ -514,10 +563,31 @@ def table_row(row: Row) -> str:
         fmt_ratio(row.ratio("fwd_bwd_s", "patched", "stock")), fmt_ratio(row.ratio("fwd_bwd_s", "patched", "eager")),
         fmt_us(row.eager["bwd_s"]), _per_side(row, "stock", "bwd_s"), _per_side(row, "patched", "bwd_s"),
         fmt_ratio(row.ratio("bwd_s", "patched", "stock")), fmt_ratio(row.ratio("bwd_s", "patched", "eager")),
-        as_strided_text(row), nodes, peaks, compile_text, fmt_ratio(compile_ratio(row)),
+        as_strided_text(row), nodes, peaks, compile_text, fmt_ratio(compile_ratio(row)), hooks_text(row),
         fmt_ratio(row.eager_between_workers),
     ]
     return "| " + " | ".join(cells) + " |"
+
+
+SUMMARY_HEADER = (
+    "| workload | backend | size | patched/stock fwd+bwd | patched/stock bwd | patched/eager bwd "
+    "| AsStrided stock → patched | compile patched/stock | view_replay hooks in compile (share) "
+    "| eager patched-worker/stock-worker (A/A) |"
+)
+
+
+def summary_table(rows: Iterable[Row]) -> list[str]:
+    """The ratio columns of the table (the README shows these)."""
+    lines = [SUMMARY_HEADER, "|" + "---|" * SUMMARY_HEADER.count(" | ") + "---|"]
+    for row in rows:
+        cells = [
+            row.workload, row.backend, row.size,
+            fmt_ratio(row.ratio("fwd_bwd_s", "patched", "stock")), fmt_ratio(row.ratio("bwd_s", "patched", "stock")),
+            fmt_ratio(row.ratio("bwd_s", "patched", "eager")), as_strided_text(row),
+            fmt_ratio(compile_ratio(row)), hooks_text(row), fmt_ratio(row.eager_between_workers),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def regen_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -565,52 +635,113 @@ def render_markdown(results: dict[str, Any], rows: list[Row], png_name: str | No
         "median of blocks); bwd = the `autograd.grad` call alone, timed per call (median of calls), each "
         "call after the same untimed work: the eager then the compiled forward, so both backwards start "
         "from equally warm caches; eager = both workers' eager rounds pooled; ratios are medians of round-by-round "
-        "ratios (patched/stock: the two workers' round r, run back to back; patched/eager: the patched "
-        "worker's compiled and eager calls of round r); ratios < 1 mean patched is faster",
+        "ratios, each of two measurements taken back to back (patched/stock: the same size and variant in the "
+        "two workers, ABBA; patched/eager: the patched worker's compiled and eager of round r); ratios < 1 mean "
+        "patched is faster",
         "- bwd peak: most bytes the CPU allocator held during the backward call above its level at the start "
         "(torch.profiler `profile_memory=True`, running totals of the allocation events; gradients included)",
         "- compile: first forward+backward call after `torch._dynamo.reset()`, in a fresh inductor cache dir with "
         "in-memory inductor caches cleared (`torch._inductor.utils.fresh_cache`), after a warm-up compile of an "
-        "unrelated program; `TORCHINDUCTOR_COMPILE_THREADS=1`; median of the cold compiles",
+        "unrelated program; `TORCHINDUCTOR_COMPILE_THREADS=1`; median of the cold compiles; view_replay hooks: "
+        "time inside the view_replay functions that AOTAutograd calls during the patched compile (planning, "
+        "classification, regenerator creation; outermost calls), and its share of that compile",
         "- AsStrided: `AsStridedBackward0` nodes reachable from the compiled outputs (eager has none in any workload)",
+        "",
+        "## Ratios",
+        "",
+        *summary_table(rows),
+        "",
+        "## All columns",
         "",
         TABLE_HEADER,
         "|" + "---|" * TABLE_HEADER.count(" | ") + "---|",
     ]
     lines += [table_row(row) for row in rows]
-    regen = regen_rows(results)
+    regen = regen_table(results)
     if regen:
         lines += [
             "",
             "## Per aliased output: runtime regeneration vs one eager view call",
             "",
-            "The runtime's own `functional_utils.gen_alias_from_base` is called with the exact arguments "
-            "the compiled function's runtime wrapper passed it (captured on a real call, last size of the "
+            "The function that the compiled function's runtime wrapper calls for the output (patched: the "
+            "output's precompiled regenerator; stock: `functional_utils.gen_alias_from_base`) is called "
+            "with the exact arguments the wrapper passed it (captured on a real call, last size of the "
             "workload, `dynamic=True`) and timed with torch.utils.benchmark.Timer; \"eager view\" is the "
             "user's view chain on the same base (`x.view(x.shape)`, `x[: n // 2].t()`). Target: patched "
             "regeneration ≤ eager view + 5 µs.",
             "",
-            "| workload | backend | size | output | eager view µs | stock regen µs (grad_fn) "
-            "| patched regen µs (grad_fn) | patched − eager view µs | stock − eager view µs |",
-            "|---|---|---|---|---|---|---|---|---|",
+            *regen,
         ]
-        for r in regen:
-            def cell(side: str) -> str:
-                if r[f"{side}_error"]:
-                    return _error_cell(r[f"{side}_error"])
-                return f"{fmt_us(r[f'{side}_regen_s'])} ({r[f'{side}_grad_fn']})"
-
-            def extra(side: str) -> str:
-                d = None if r[f"{side}_regen_s"] is None or r["eager_view_s"] is None else r[f"{side}_regen_s"] - r["eager_view_s"]
-                return "-" if d is None else f"{d * 1e6:+.1f}"
-
-            lines.append(
-                f"| {r['workload']} | {r['backend']} | {r['size']} | {r['output']} | {fmt_us(r['eager_view_s'])} "
-                f"| {cell('stock')} | {cell('patched')} | {extra('patched')} | {extra('stock')} |"
-            )
     if png_name:
         lines += ["", f"![ratios]({png_name})"]
     return "\n".join(lines) + "\n"
+
+
+def regen_table(results: dict[str, Any]) -> list[str]:
+    """The regeneration micro benchmark as markdown table lines (none if it did not run)."""
+    regen = regen_rows(results)
+    if not regen:
+        return []
+    lines = [
+        "| workload | backend | size | output | eager view µs | stock regen µs (grad_fn) "
+        "| patched regen µs (grad_fn) | patched − eager view µs | stock − eager view µs |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in regen:
+        def cell(side: str) -> str:
+            if r[f"{side}_error"]:
+                return _error_cell(r[f"{side}_error"])
+            return f"{fmt_us(r[f'{side}_regen_s'])} ({r[f'{side}_grad_fn']})"
+
+        def extra(side: str) -> str:
+            d = None if r[f"{side}_regen_s"] is None or r["eager_view_s"] is None else r[f"{side}_regen_s"] - r["eager_view_s"]
+            return "-" if d is None else f"{d * 1e6:+.1f}"
+
+        lines.append(
+            f"| {r['workload']} | {r['backend']} | {r['size']} | {r['output']} | {fmt_us(r['eager_view_s'])} "
+            f"| {cell('stock')} | {cell('patched')} | {extra('patched')} | {extra('stock')} |"
+        )
+    return lines
+
+
+README_BEGIN = "<!-- bench:begin (written by viewreplay bench --readme) -->"
+README_END = "<!-- bench:end -->"
+
+
+def check_readme(path: Path) -> str:
+    """The README's text; it must hold the bench markers once each, in order."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ViewReplayError(f"cannot read {path}: {e}") from e
+    if text.count(README_BEGIN) != 1 or text.count(README_END) != 1 or text.index(README_BEGIN) > text.index(README_END):
+        raise ViewReplayError(f"{path}: needs one {README_BEGIN!r} line and, after it, one {README_END!r} line")
+    return text
+
+
+def update_readme(path: Path, results: dict[str, Any], rows: list[Row]) -> None:
+    """Replace the README's bench section with this run's noise, ratios and regeneration table."""
+    text = check_readme(path)
+    head, rest = text.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    regen = regen_table(results)
+    section = [
+        README_BEGIN,
+        f"Run of {results['date'][:10]}, mode `{results['config']['mode']}`, "
+        f"{results['config']['rounds']} rounds, {results['runtime_s']:.0f} s. "
+        f"**Noise**: {measure_noise(rows).describe()}.",
+        "",
+        *summary_table(rows),
+    ]
+    if regen:
+        section += [
+            "",
+            "Runtime regeneration of one aliased output (the function the runtime wrapper calls for it, "
+            "on captured arguments) against one eager call of the user's view chain:",
+            "",
+            *regen,
+        ]
+    path.write_text(head + "\n".join(section) + "\n" + README_END + tail)
 
 
 def render_png(rows: list[Row], noise: Noise, path: Path) -> bool:

@@ -15,10 +15,11 @@ Requests (``cmd``):
                                 cleared in-memory inductor caches; the time of the first forward+backward
   probe    workload backend     per size: autograd nodes, AsStridedBackward0 nodes, backward peak memory
                                 (eager and compiled)
-  time     workload backend     per size and variant (eager, compiled): mean time per iteration of
+  time     workload backend size variant
+                                one variant (eager, compiled) of one size: time per iteration of
                                 forward+backward (torch.utils.benchmark.Timer) and of backward only
-  regen    workload backend     per aliased output: time of the runtime regeneration
-                                (functional_utils.gen_alias_from_base on the captured arguments) and of the
+  regen    workload backend     per aliased output: time of the runtime regeneration (the function
+                                the runtime wrapper calls, on the captured arguments) and of the
                                 eager view chain on the same base
   exit
 
@@ -46,6 +47,7 @@ Methods (documented in the results' header too):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import json
@@ -83,6 +85,9 @@ class Workload:
     full_sizes: list[Size]
     dynamic: bool | None = True
     needs_dist: bool = False
+    # Gradients of the outputs: contiguous (what a downstream matmul's backward hands back)
+    # instead of ones_like (which copies the output's layout, e.g. a transpose's strides).
+    contiguous_grads: bool = False
     # For the regeneration micro benchmark: the eager view chain that the compiled
     # function's aliased outputs come from, applied to the aliased base.
     eager_views: Callable[[torch.Tensor], list[torch.Tensor]] | None = None
@@ -191,6 +196,11 @@ WORKLOADS: dict[str, Workload] = {
             eager_views=lambda x: [x[: x.shape[0] // 2].t()],
         ),
         Workload(
+            "slice_t_cgrad", "x[: n // 2].t() of an input, backward with contiguous gradients, dynamic=True",
+            lambda: slice_t, _sizes((64, 32)), _sizes((64, 32), (2048, 256)),
+            _sizes((64, 32), (512, 128), (2048, 256), (8192, 512)), contiguous_grads=True,
+        ),
+        Workload(
             "three_views", "three views of one intermediate (slice, narrow+t, select), dynamic=True",
             lambda: three_views, _sizes((16, 8)), _sizes((16, 8), (512, 128)), _sizes((16, 8), (512, 128), (2048, 256)),
         ),
@@ -231,7 +241,9 @@ def _flat_outputs(outs: Any) -> list[Any]:
     return [outs] if isinstance(outs, torch.Tensor) else []
 
 
-def _grad_outputs(outs: list[torch.Tensor]) -> list[torch.Tensor]:
+def _grad_outputs(outs: list[torch.Tensor], contiguous: bool) -> list[torch.Tensor]:
+    if contiguous:
+        return [torch.ones(o.shape, dtype=o.dtype) for o in outs if o.requires_grad]
     return [torch.ones_like(o) for o in outs if o.requires_grad]
 
 
@@ -278,17 +290,17 @@ def backward_peak_bytes(prepared: Prepared) -> int:
     return max(0, max(e.extra_fields.total_allocated for e in events) - start)
 
 
-def time_fwd_bwd(prepared: Prepared, budget_s: float) -> tuple[float, int]:
+def time_fwd_bwd(prepared: Prepared, budget_s: float) -> dict[str, Any]:
     """Median seconds per forward+backward over blocks (torch.utils.benchmark.Timer.blocked_autorange)."""
     from torch.utils.benchmark import Timer
 
     prepared.step()
     timer = Timer(stmt="step()", globals={"step": prepared.step}, num_threads=torch.get_num_threads())
     m = timer.blocked_autorange(min_run_time=budget_s)
-    return m.median, len(m.times)
+    return {"fwd_bwd_s": m.median, "fwd_bwd_blocks": len(m.times)}
 
 
-def time_bwd(prepared: Prepared, budget_s: float, forwards: list[Prepared]) -> tuple[float, int]:
+def time_bwd(prepared: Prepared, budget_s: float, forwards: list[Prepared]) -> dict[str, Any]:
     """Median seconds of the backward call alone (forward untimed, gc disabled), over ~budget_s.
 
     Before each timed backward the forward of every variant in ``forwards`` (which holds
@@ -313,7 +325,56 @@ def time_bwd(prepared: Prepared, budget_s: float, forwards: list[Prepared]) -> t
         if gc_was_enabled:
             gc.enable()
     times.sort()
-    return times[len(times) // 2] / 1e9, len(times)
+    return {"bwd_s": times[len(times) // 2] / 1e9, "bwd_iterations": len(times)}
+
+
+class HookTimer:
+    """Time spent inside view_replay's functions when AOTAutograd calls them (patched torch only).
+
+    Wraps every view_replay function bound in a ``torch._functorch`` module's globals (the
+    hooks the patch series calls: planning, classification, regenerator creation, ...) for
+    the duration of a ``with``; only the outermost call of nested hooks counts. It measures
+    the overlay's own work in a compile, which a cold-compile A/B of whole compiles cannot
+    resolve on a noisy machine.
+    """
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.calls = 0
+        self._depth = 0
+        self._restore: list[tuple[Any, str, Any]] = []
+
+    def _wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if self._depth:
+                return fn(*args, **kwargs)
+            self._depth += 1
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - t0
+                self.calls += 1
+                self._depth -= 1
+
+        return timed
+
+    def __enter__(self) -> "HookTimer":
+        package = "torch._functorch._aot_autograd.view_replay"
+        for name, module in list(sys.modules.items()):
+            if module is None or not name.startswith("torch._functorch") or name.startswith(package):
+                continue
+            for attr, value in list(vars(module).items()):
+                if callable(value) and getattr(value, "__module__", "").startswith(package) \
+                        and not isinstance(value, type):
+                    self._restore.append((module, attr, value))
+                    setattr(module, attr, self._wrap(value))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for module, attr, value in self._restore:
+            setattr(module, attr, value)
+        self._restore.clear()
 
 
 # ---------------------------------------------------------------------------
@@ -340,7 +401,7 @@ class Worker:
             if isinstance(fn, torch.nn.Module):
                 leaves += list(fn.parameters())
             outs = [o for o in _flat_outputs(fn(*inputs)) if o.requires_grad]
-            prepared[size.label] = Prepared(fn, inputs, leaves, _grad_outputs(outs))
+            prepared[size.label] = Prepared(fn, inputs, leaves, _grad_outputs(outs, workload.contiguous_grads))
         return prepared
 
     def compile(self, name: str, backend: str) -> dict[str, Any]:
@@ -369,13 +430,16 @@ class Worker:
                     leaves += list(module.parameters())
                 prepared[size.label] = Prepared(compiled_fn, inputs, leaves, eager.grad_outputs)
             first = prepared[sizes[0].label]
-            t0 = time.perf_counter()
-            first.step()
-            compile_s = time.perf_counter() - t0
+            with HookTimer() if view_replay_installed() else contextlib.nullcontext() as hooks:
+                t0 = time.perf_counter()
+                first.step()
+                compile_s = time.perf_counter() - t0
             for p in prepared.values():  # compile anything the other sizes need, still cold-cached
                 p.step()
         self.compiled = prepared
-        return {"compile_s": compile_s}
+        if hooks is None:
+            return {"compile_s": compile_s}
+        return {"compile_s": compile_s, "hooks_s": hooks.seconds, "hook_calls": hooks.calls}
 
     def _variants(self, name: str, backend: str) -> dict[str, dict[str, Prepared]]:
         """size -> {eager, compiled}; only eager where the compiled program failed."""
@@ -415,37 +479,50 @@ class Worker:
             )
         return out
 
-    def time(self, name: str, backend: str) -> dict[str, Any]:
-        """One round: per size and variant, mean seconds per fwd+bwd and per bwd."""
-        out: dict[str, Any] = {}
-        for label, variants in self._variants(name, backend).items():
-            out[label] = {}
-            forwards = list(variants.values())
-            for variant, prepared in variants.items():
-                fwd_bwd_s, blocks = time_fwd_bwd(prepared, self.target_s)
-                bwd_s, iterations = time_bwd(prepared, self.target_s, forwards)
-                out[label][variant] = {
-                    "fwd_bwd_s": fwd_bwd_s, "fwd_bwd_blocks": blocks, "bwd_s": bwd_s, "bwd_iterations": iterations,
-                }
-        return out
+    def time(self, name: str, backend: str, size: str, variant: str) -> dict[str, Any]:
+        """One measurement: seconds per fwd+bwd and per bwd of one variant (eager, compiled) of one size."""
+        variants = self._variants(name, backend)
+        if variant not in variants.get(size, {}):
+            raise RuntimeError(f"{name}[{backend}] has no {variant} program of size {size}")
+        forwards = list(variants[size].values())
+        prepared = variants[size][variant]
+        return {**time_fwd_bwd(prepared, self.target_s), **time_bwd(prepared, self.target_s, forwards)}
 
     def regen(self, name: str, backend: str) -> dict[str, Any]:
-        """Per aliased output: the runtime regeneration vs the eager view chain, on the same base."""
-        from torch._functorch._aot_autograd import functional_utils, runtime_wrappers
+        """Per aliased output: the runtime regeneration vs the eager view chain, on the same base.
+
+        Times the function that the runtime wrapper's alias function calls for the output, with
+        the arguments it passed: the regenerator bound per output on patched torch (patch 0007,
+        Note [Precompiled regenerators]), functional_utils.gen_alias_from_base on stock torch.
+        """
+        from torch._functorch._aot_autograd import runtime_wrappers
         from torch.utils.benchmark import Timer
 
         workload = WORKLOADS[name]
         assert workload.eager_views is not None
-        real = functional_utils.gen_alias_from_base
-        calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+        # (the function the runtime called, its args, its kwargs), per aliased output
+        calls: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
 
-        def capture(*args: Any, **kwargs: Any) -> Any:
-            calls.append((args, kwargs))
-            return real(*args, **kwargs)
+        def capturing(real: Callable[..., Any]) -> Callable[..., Any]:
+            def capture(*args: Any, **kwargs: Any) -> Any:
+                calls.append((real, args, kwargs))
+                return real(*args, **kwargs)
 
+            return capture
+
+        # The runtime wrapper binds these when it is generated (compile time).
+        if hasattr(runtime_wrappers, "make_regenerator"):
+            hooked = "make_regenerator"
+            make_regenerator = runtime_wrappers.make_regenerator
+
+            def hook(*args: Any, **kwargs: Any) -> Any:
+                return capturing(make_regenerator(*args, **kwargs))
+        else:
+            hooked = "gen_alias_from_base"
+            hook = capturing(runtime_wrappers.gen_alias_from_base)
+        original = getattr(runtime_wrappers, hooked)
         torch._dynamo.reset()
-        # The runtime wrapper binds gen_alias_from_base when it is generated (compile time).
-        runtime_wrappers.gen_alias_from_base = capture
+        setattr(runtime_wrappers, hooked, hook)
         try:
             compiled_fn = torch.compile(workload.make_fn(), backend=backend, dynamic=workload.dynamic)
             sizes = sizes_for(workload, self.mode)
@@ -454,11 +531,11 @@ class Worker:
                 (x,) = size.make_inputs()
                 compiled_fn(x)
         finally:
-            runtime_wrappers.gen_alias_from_base = real
+            setattr(runtime_wrappers, hooked, original)
         if not calls:
             raise RuntimeError("no aliased output was regenerated")
         results = []
-        for i, (args, kwargs) in enumerate(calls):
+        for i, (real, args, kwargs) in enumerate(calls):
             base = args[0]
             views = workload.eager_views
             t_regen = Timer("gen(*args, **kwargs)", globals={"gen": real, "args": args, "kwargs": kwargs}
@@ -506,8 +583,10 @@ def serve(stdin: Any, out: Any, worker: Worker) -> None:
                                          "threads": torch.get_num_threads()}
             elif cmd == "warmup":
                 reply = worker.warmup(request["backends"])
-            elif cmd in ("compile", "probe", "time", "regen"):
+            elif cmd in ("compile", "probe", "regen"):
                 reply = getattr(worker, cmd)(request["workload"], request["backend"])
+            elif cmd == "time":
+                reply = worker.time(request["workload"], request["backend"], request["size"], request["variant"])
             else:
                 reply = {"error": f"unknown command {cmd!r}"}
         except Exception as exc:  # noqa: BLE001 - reported as the cell's error

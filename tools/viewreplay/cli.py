@@ -119,8 +119,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Time every workload on eager, stock-compiled and patched-compiled torch; write the results."""
-    from viewreplay.bench import BenchConfig, run_bench, summary_line, write_results
+    from viewreplay.bench import BenchConfig, check_readme, run_bench, summary_line, update_readme, write_results
 
+    if args.readme is not None:
+        check_readme(args.readme)  # before a run of minutes, not after it
     mode = "quick" if args.quick else "full" if args.full else "default"
     config = BenchConfig.for_mode(
         mode,
@@ -137,6 +139,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(summary_line(row))
     for path in written:
         print(f"wrote {path}")
+    if args.readme is not None:
+        update_readme(args.readme, results, rows)
+        print(f"updated the bench section of {args.readme}")
     print(f"bench runtime {results['runtime_s']:.0f}s")
     return 0
 
@@ -151,13 +156,16 @@ def _add_bench_parser(add: Callable[..., argparse.ArgumentParser]) -> None:
                        help="results directory: latest.md, latest.png, latest.json (default: benchmarks/results)")
     size = bench.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="smallest sizes, 3 rounds, 1 cold compile (smoke test)")
-    size.add_argument("--full", action="store_true", help="more sizes, 15 rounds, 3 cold compiles")
+    size.add_argument("--full", action="store_true", help="more sizes, 75 rounds, 3 cold compiles")
     bench.add_argument("--workload", action="append", choices=WORKLOAD_NAMES, help="repeatable (default: all)")
     bench.add_argument("--backend", action="append", choices=BACKENDS, help="repeatable (default: both)")
     bench.add_argument("--rounds", type=int, metavar="N", help="timing rounds per workload (overrides the mode)")
     bench.add_argument("--compile-repeats", type=int, metavar="N", help="cold compiles per side (overrides the mode)")
     bench.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads in the workers (default 1)")
     bench.add_argument("--no-regen", action="store_true", help="skip the per-output regeneration micro benchmark")
+    bench.add_argument("--readme", type=Path, metavar="FILE",
+                       help="replace FILE's bench section (between the <!-- bench:begin ... --> and "
+                            "<!-- bench:end --> lines) with this run's noise, ratios and regeneration table")
     bench.add_argument("--no-venv-check", action="store_true",
                        help="do not require the stock venv to lack, and the patched one to have, view_replay")
 

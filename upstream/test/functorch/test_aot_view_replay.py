@@ -185,6 +185,40 @@ class TestViewReplayPlan(TestCase):
         self.assertEqual(plans, [None])
 
 
+class TestPrecompiledRegenerators(TestCase):
+    """The runtime wrapper binds one regenerator per aliased output, made once."""
+
+    def test_one_regenerator_per_output(self):
+        import torch._functorch._aot_autograd.runtime_wrappers as rw
+
+        def fn(x):
+            y = x * 2
+            return x[: x.shape[0] // 2].t(), y.view(-1), y
+
+        made = []
+        make_regenerator = rw.make_regenerator
+
+        def recording_make_regenerator(*args, **kwargs):
+            made.append(make_regenerator(*args, **kwargs))
+            return made[-1]
+
+        rw.make_regenerator = recording_make_regenerator
+        try:
+            torch._dynamo.reset()
+            compiled = torch.compile(fn, backend="aot_eager", dynamic=True)
+            with view_replay.config.patch(strict=True):
+                for n in (6, 7, 8):
+                    x = torch.randn(n, 3, requires_grad=True)
+                    outs = compiled(x)
+                    self.assertEqual(outs[0], fn(x)[0])
+                    self.assertEqual(_grad_fn_name(outs[0]), "TBackward0")
+                    self.assertIs(outs[1]._base, outs[2])
+        finally:
+            rw.make_regenerator = make_regenerator
+        # Two aliased outputs, one graph: two regenerators, none made per call.
+        self.assertEqual(len(made), 2)
+
+
 class TestSubclassIntermediateBases(TestCase):
     """Subclass outputs aliasing one intermediate compile and match eager."""
 

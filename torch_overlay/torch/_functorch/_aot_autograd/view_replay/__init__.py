@@ -19,8 +19,10 @@ view-replay patch series):
                 one regeneration per group (Note [Multi-output views]);
   * subclass.py compile time: the outer view chain of tensor-subclass outputs
                 (Note [Subclass view replay]);
-  * replay.py   runtime: replays, verifies the metadata against the graph's
-                output, and otherwise falls back;
+  * replay.py   runtime: one precompiled regenerator per aliased output,
+                which replays, verifies the metadata against the graph's
+                output, and otherwise falls back (Note [Precompiled
+                regenerators]);
   * fallback.py the single as_strided() fallback point, which counts, logs
                 and (in strict mode) raises (Note [View replay fallback]);
   * config.py   flags.
@@ -44,13 +46,14 @@ from .plan import (
     UnplannableView,
     ViewReplayPlan,
 )
-from .replay import regenerate_alias
+from .replay import make_regenerator, regenerate_alias, Regenerator
 from .subclass import plan_subclass_view_chain, SubclassViewChain, with_dense_intermediate_bases
 
 
 __all__ = [
     "FallbackReason",
     "MultiOutputGroups",
+    "Regenerator",
     "SubclassViewChain",
     "UnplannableView",
     "ViewReplayFallbackError",
@@ -60,6 +63,7 @@ __all__ = [
     "hide_input_multi_output_aliasing",
     "hide_intermediate_alias",
     "inputs_read_by_replay",
+    "make_regenerator",
     "make_view_meta_sequence_runtime_safe",
     "plan_subclass_view_chain",
     "regenerate_alias",

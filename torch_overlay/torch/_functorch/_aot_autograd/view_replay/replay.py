@@ -1,11 +1,29 @@
 """
 Runtime regeneration of aliased outputs.
 
-:func:`regenerate_alias` replaces the body of AOTAutograd's
-``gen_alias_from_base``: it replays the output's view chain off the real base
-(the recorded ViewMetas, or the symbolic plan of plan.py), verifies the result's
-metadata against the graph's own output, and otherwise goes to the single
-fallback point (fallback.py). See Note [View replay for aliased outputs].
+:func:`make_regenerator` gives each aliased output of a compiled graph the
+function that regenerates it: it replays the output's view chain off the real
+base (the recorded ViewMetas, or the symbolic plan of plan.py), verifies the
+result's metadata against the graph's own output, and otherwise goes to the
+single fallback point (fallback.py). :func:`regenerate_alias` is the body of
+AOTAutograd's ``gen_alias_from_base`` for its other callers. See Note [View
+replay for aliased outputs].
+
+Note [Precompiled regenerators]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Regeneration runs on every call of the compiled function, once per aliased
+output, so everything that does not depend on the runtime tensors is decided
+once, when the runtime wrapper is generated (at compile time, and when a
+cached graph is loaded): whether the output has a ViewMeta sequence, a replay
+plan or a reason to fall back; the plan's function (compiled from its source
+then, see Note [Symbolic view replay]); the ViewMeta list to apply. The
+runtime wrapper's generated alias function binds one regenerator per output
+and calls it positionally. A call then costs the view ops themselves, the
+symbol reads of a plan, one metadata comparison with the graph's output and a
+requires_grad check: no dict walks, no ViewMeta re-creation (plans memoize
+theirs per symbol values), no keyword-argument plumbing. The metadata check
+stays on the runtime path: it is what proves the replayed view correct for
+the base at hand (the base's strides are not known at compile time).
 
 Note [Recorded view functions of graph outputs]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -32,12 +50,17 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from .fallback import as_strided_fallback, FallbackReason, record_fallback
 from .multi_output import MultiOutputGroups
-from .plan import UnplannableView
+from .plan import ReplayFn, UnplannableView
 from .subclass import same_inner_layouts
 
 
 # replay_plan of a ViewMetaSequence that attach_replay_plan did not see.
 _NOT_PLANNED = object()
+
+InputsArg = Mapping[int, object] | None
+# regenerate(base, target, inputs, groups) -> the verified view, with the output's requires_grad
+Regenerator = ReplayFn
+_apply_view_meta_sequence = _functionalization.apply_view_meta_sequence
 
 
 def same_layout(a: Tensor, b: Tensor) -> bool:
@@ -105,48 +128,104 @@ def _fallback(
     return out
 
 
-def _replay(
-    base: Tensor,
-    target: Tensor,
-    view_meta_sequence: Any,
-    inputs: Mapping[int, object] | None,
-    groups: MultiOutputGroups | None,
-) -> Tensor:
+def _unplannable(view_meta_sequence: Any) -> UnplannableView | None:
+    """Why a recorded ViewMeta sequence cannot be replayed at all, if it cannot."""
     plan = getattr(view_meta_sequence, "replay_plan", _NOT_PLANNED)
     if plan is _NOT_PLANNED and any(vm.has_symbolic_inputs for vm in view_meta_sequence.sequence):
         # Built outside collect_metadata_analysis (attach_replay_plan never saw it).
-        return _fallback(
-            base, target, FallbackReason.NO_VIEW_META,
+        return UnplannableView(
+            FallbackReason.NO_VIEW_META,
             f"{view_meta_sequence!r} has symbolic arguments but no replay plan",
         )
+    return plan if isinstance(plan, UnplannableView) else None
+
+
+def make_regenerator(
+    view_meta_sequence: Any, *, requires_grad: bool, replay_views: bool
+) -> Regenerator:
+    """Resolve, once per aliased output, how it is regenerated.
+
+    Returns ``regenerate(base, target, inputs, groups)``; see Note [Precompiled
+    regenerators]. ``target`` is the graph's own output for this alias (or,
+    while tracing synthetic bases, a fake view); ``inputs`` are the runtime
+    inputs kept for the epilogue, read by plans whose symbols come from them;
+    ``groups`` caches the pieces of multi-output views for one runtime call
+    (Note [Multi-output views]).
+    """
+    if view_meta_sequence is None or not replay_views:
+        return _regenerate_without_view_metas(requires_grad, replay_views)
+    unplannable = _unplannable(view_meta_sequence)
+    if unplannable is not None:
+        reason, detail = unplannable.reason, unplannable.detail
+
+        def regenerate_by_fallback(
+            base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None
+        ) -> Tensor:
+            return _patch_requires_grad(_fallback(base, target, reason, detail), requires_grad)
+
+        return regenerate_by_fallback
+
+    plan = getattr(view_meta_sequence, "replay_plan", None)
+    view: ReplayFn
     if plan is None or plan is _NOT_PLANNED:
         steps = view_meta_sequence.sequence
-        try:
-            out = _functionalization.apply_view_meta_sequence(base, steps)
-        except RuntimeError as e:
-            return _fallback(base, target, FallbackReason.REPLAY_ERROR, f"{view_meta_sequence!r}: {e}")
-        described = repr(view_meta_sequence)
-    elif isinstance(plan, UnplannableView):
-        return _fallback(base, target, plan.reason, plan.detail)
+
+        def view(base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None) -> Tensor:
+            return _apply_view_meta_sequence(base, steps)
+
+        describe = view_meta_sequence.__repr__
+        reads_inputs = False
     else:
-        if plan.input_indices and inputs is None:
-            return _fallback(
+        view = plan.replay  # compiles the plan's source now, not on the first call
+        names = plan.view_metas
+
+        def describe() -> str:
+            return f"view chain {names}"
+
+        reads_inputs = bool(plan.input_indices)
+
+    def regenerate(
+        base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None
+    ) -> Tensor:
+        if reads_inputs and inputs is None:
+            out = _fallback(
                 base, target, FallbackReason.UNBOUND_SYMBOL,
-                f"view chain {plan.view_metas} reads graph inputs, which were not passed",
+                f"{describe()} reads graph inputs, which were not passed",
             )
-        try:
-            out = plan.replay(base, target, inputs, groups)
-        except RuntimeError as e:
-            return _fallback(base, target, FallbackReason.REPLAY_ERROR, f"view chain {plan.view_metas}: {e}")
-        described = f"view chain {plan.view_metas}"
-    if not same_layout(out, target):
-        return _fallback(
-            base, target, FallbackReason.METADATA_MISMATCH,
-            f"{described}: replayed size={tuple(out.size())} stride={out.stride()} "
-            f"offset={out.storage_offset()} dtype={out.dtype}, output size={tuple(target.size())} "
-            f"stride={target.stride()} offset={target.storage_offset()} dtype={target.dtype}",
-        )
-    return out
+        else:
+            try:
+                out = view(base, target, inputs, groups)
+            except RuntimeError as e:
+                out = _fallback(base, target, FallbackReason.REPLAY_ERROR, f"{describe()}: {e}")
+            else:
+                if not same_layout(out, target):
+                    out = _fallback(
+                        base, target, FallbackReason.METADATA_MISMATCH,
+                        f"{describe()}: replayed size={tuple(out.size())} stride={out.stride()} "
+                        f"offset={out.storage_offset()} dtype={out.dtype}, output "
+                        f"size={tuple(target.size())} stride={target.stride()} "
+                        f"offset={target.storage_offset()} dtype={target.dtype}",
+                    )
+        if out.requires_grad != requires_grad:
+            out = _patch_requires_grad(out, requires_grad)
+        return out
+
+    return regenerate
+
+
+def _regenerate_without_view_metas(requires_grad: bool, replay_views: bool) -> Regenerator:
+    reason = FallbackReason.NO_VIEW_META if replay_views else FallbackReason.REPLAY_DISABLED
+
+    def regenerate_without_view_metas(
+        base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None
+    ) -> Tensor:
+        if target._base is not None:
+            out = _replay_view_func(base, target)
+        else:
+            out = _fallback(base, target, reason, f"output of size {tuple(target.size())}")
+        return _patch_requires_grad(out, requires_grad)
+
+    return regenerate_without_view_metas
 
 
 def _replay_view_func(base: Tensor, target: Tensor) -> Tensor:
@@ -194,25 +273,15 @@ def regenerate_alias(
     target_view_meta_sequence: Any = None,
     *,
     replay_views: bool,
-    inputs: Mapping[int, object] | None = None,
+    inputs: InputsArg = None,
     groups: MultiOutputGroups | None = None,
 ) -> Tensor:
-    """Regenerate ``target_meta_tensor`` as a view of ``aliased_base_tensor``.
+    """Regenerate ``target_meta_tensor`` as a view of ``aliased_base_tensor``, resolving the way now.
 
-    ``target_meta_tensor`` is the graph's own output for this alias (or, while
-    tracing synthetic bases, a fake view); ``inputs`` maps graph input indices
-    to the runtime inputs kept for the epilogue, read by plans whose symbols
-    come from them; ``groups`` caches the pieces of multi-output views for one
-    runtime call (Note [Multi-output views]).
+    The body of ``gen_alias_from_base``, for its callers outside the runtime
+    wrapper's alias function (which holds one regenerator per output).
     """
-    base = aliased_base_tensor
-    target = target_meta_tensor
-    if replay_views and target_view_meta_sequence is not None:
-        out = _replay(base, target, target_view_meta_sequence, inputs, groups)
-    elif target._base is not None:
-        out = _replay_view_func(base, target)
-    elif not replay_views:
-        out = _fallback(base, target, FallbackReason.REPLAY_DISABLED, f"output of size {tuple(target.size())}")
-    else:
-        out = _fallback(base, target, FallbackReason.NO_VIEW_META, f"output of size {tuple(target.size())}")
-    return _patch_requires_grad(out, target_requires_grad)
+    regenerate = make_regenerator(
+        target_view_meta_sequence, requires_grad=target_requires_grad, replay_views=replay_views
+    )
+    return regenerate(aliased_base_tensor, target_meta_tensor, inputs, groups)
