@@ -17,7 +17,7 @@ from torch._functorch._aot_autograd import runtime_wrappers
 from torch.testing._internal.common_utils import run_tests
 
 from view_replay_testing import CompileTestCase, fallback_counts, PATCHED, strict_view_replay
-from viewreplay.bench_worker import Worker
+from viewreplay.bench_worker import set_view_replay_flag, Worker
 
 if PATCHED:
     from torch._functorch._aot_autograd.view_replay import config as view_replay_config
@@ -110,6 +110,17 @@ class TestPrecompiledRegenerators(CompileTestCase):
         # The hooks are unwrapped again.
         self.assertEqual(runtime_wrappers.make_regenerator.__module__,
                          "torch._functorch._aot_autograd.view_replay.replay")
+
+    def test_bench_sets_view_replay_flags(self) -> None:
+        # viewreplay bench --patched-config FLAG=VALUE measures what a flag costs.
+        if not PATCHED:
+            self.skipTest("view_replay.config is part of the patched wheel")
+        with view_replay_config.patch(hide_multi_output_view_aliasing=False):
+            set_view_replay_flag("hide_multi_output_view_aliasing=True")
+            self.assertIs(view_replay_config.hide_multi_output_view_aliasing, True)
+        for bad in ("strict", "strict=yes", "no_such_flag=True"):
+            with self.assertRaisesRegex(SystemExit, "FLAG=True|False"):
+                set_view_replay_flag(bad)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,8 @@ class BenchConfig:
     workloads: tuple[str, ...] = WORKLOAD_NAMES
     backends: tuple[str, ...] = BACKENDS
     regen: bool = True
+    # view_replay.config flags set in the patched worker ("FLAG=True|False")
+    patched_config: tuple[str, ...] = ()
 
     @classmethod
     def for_mode(cls, mode: str, **overrides: Any) -> "BenchConfig":
@@ -91,6 +93,9 @@ class WorkerProcess:
             python, "-m", "viewreplay.bench_worker",
             "--mode", config.mode, "--target-s", str(config.target_s), "--threads", str(config.threads),
         ]
+        if side == "patched":
+            for setting in config.patched_config:
+                cmd += ["--view-replay-config", setting]
         try:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env
@@ -615,6 +620,11 @@ def _load(results: dict[str, Any], when: str) -> str:
     return "n/a" if not value else f"{value[0]:.2f}"
 
 
+def patched_config_text(cfg: dict[str, Any]) -> str:
+    flags = cfg.get("patched_config") or ()
+    return f"; view_replay.config in the patched worker: {', '.join(flags)}" if flags else ""
+
+
 def render_markdown(results: dict[str, Any], rows: list[Row], png_name: str | None) -> str:
     cfg = results["config"]
     noise = measure_noise(rows)
@@ -623,7 +633,8 @@ def render_markdown(results: dict[str, Any], rows: list[Row], png_name: str | No
         "",
         f"- date {results['date']}; stock torch {results['torch']['stock']} (`{results['python']['stock']}`), "
         f"patched torch {results['torch']['patched']} (`{results['python']['patched']}`, view_replay "
-        f"{'installed' if results['view_replay']['patched'] else 'NOT installed'})",
+        f"{'installed' if results['view_replay']['patched'] else 'NOT installed'}"
+        f"{patched_config_text(cfg)})",
         f"- machine: {results['machine']['cpus']} CPUs, {results['machine']['platform']}; "
         f"torch threads {cfg['threads']}; mode `{cfg['mode']}`, {cfg['rounds']} rounds (ABBA-interleaved "
         f"stock/patched workers), ~{cfg['target_s']}s per measurement, {cfg['compile_repeats']} cold compile(s) "
@@ -728,7 +739,7 @@ def update_readme(path: Path, results: dict[str, Any], rows: list[Row]) -> None:
     section = [
         README_BEGIN,
         f"Run of {results['date'][:10]}, mode `{results['config']['mode']}`, "
-        f"{results['config']['rounds']} rounds, {results['runtime_s']:.0f} s. "
+        f"{results['config']['rounds']} rounds, {results['runtime_s']:.0f} s{patched_config_text(results['config'])}. "
         f"**Noise**: {measure_noise(rows).describe()}.",
         "",
         *summary_table(rows),

@@ -571,6 +571,17 @@ class Worker:
         return {}
 
 
+def set_view_replay_flag(setting: str) -> None:
+    """``FLAG=True|False``: set a boolean flag of view_replay.config (patched torch only)."""
+    from torch._functorch._aot_autograd.view_replay import config
+
+    flag, sep, value = setting.partition("=")
+    if not sep or value not in ("True", "False") or not isinstance(getattr(config, flag, None), bool):
+        raise SystemExit(f"--view-replay-config {setting!r}: expected FLAG=True|False for a boolean "
+                         f"flag of view_replay.config")
+    setattr(config, flag, value == "True")
+
+
 def serve(stdin: Any, out: Any, worker: Worker) -> None:
     for line in stdin:
         request = json.loads(line)
@@ -603,7 +614,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("quick", "default", "full"), default="default")
     parser.add_argument("--target-s", type=float, default=0.1, help="seconds per measurement")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--view-replay-config", action="append", default=[], metavar="FLAG=VALUE",
+                        help="set a view_replay.config flag (True/False) before anything compiles")
     args = parser.parse_args(argv)
+    for setting in args.view_replay_config:
+        set_view_replay_flag(setting)
     # The protocol owns the original stdout; anything else printed goes to stderr.
     protocol = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)

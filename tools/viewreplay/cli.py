@@ -132,6 +132,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         workloads=tuple(args.workload) if args.workload else None,
         backends=tuple(args.backend) if args.backend else None,
         regen=False if args.no_regen else None,
+        patched_config=tuple(args.patched_config) if args.patched_config else None,
     )
     results = run_bench(args.stock_python, args.patched_python, config, check_venvs=not args.no_venv_check)
     rows, written = write_results(results, args.out)
@@ -163,6 +164,9 @@ def _add_bench_parser(add: Callable[..., argparse.ArgumentParser]) -> None:
     bench.add_argument("--compile-repeats", type=int, metavar="N", help="cold compiles per side (overrides the mode)")
     bench.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads in the workers (default 1)")
     bench.add_argument("--no-regen", action="store_true", help="skip the per-output regeneration micro benchmark")
+    bench.add_argument("--patched-config", action="append", metavar="FLAG=VALUE",
+                       help="set a boolean view_replay.config flag in the patched worker, e.g. "
+                            "hide_multi_output_view_aliasing=True (repeatable)")
     bench.add_argument("--readme", type=Path, metavar="FILE",
                        help="replace FILE's bench section (between the <!-- bench:begin ... --> and "
                             "<!-- bench:end --> lines) with this run's noise, ratios and regeneration table")
