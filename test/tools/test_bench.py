@@ -174,7 +174,7 @@ def test_noise_and_markdown() -> None:
     (regen,) = regen_rows(results)
     assert regen["patched_regen_s"] == 9e-6 and regen["eager_view_s"] == 3e-6
     md = render_markdown(results, rows, "latest.png")
-    assert "**noise**: median IQR/median of a timing series" in md and "20.0% max" in md
+    assert "**noise**: one measurement varies by" in md and "differs from 1 by 15.0% median, 20.0% max" in md
     assert TABLE_HEADER in md and "![ratios](latest.png)" in md
     assert SUMMARY_HEADER in md
     assert "| slice_t | aot_eager | 8x4 | 0.75 | 0.50 | 1.25 | 1 → 0 | 0.88 | 11.0 ms (1.05%) | 1.10 |" in md

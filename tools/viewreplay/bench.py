@@ -450,9 +450,9 @@ class Noise:
             return "n/a" if v is None else f"{100 * v:.1f}%"
 
         return (
-            f"median IQR/median of a timing series {pct(self.median_spread)}; "
-            f"eager stock-worker vs patched-worker (identical code) differs by "
-            f"{pct(self.eager_between_median)} median, {pct(self.eager_between_max)} max"
+            f"one measurement varies by {pct(self.median_spread)} from round to round (median IQR/median); "
+            f"the paired A/A ratio, eager in the patched worker / in the stock worker (identical code), "
+            f"differs from 1 by {pct(self.eager_between_median)} median, {pct(self.eager_between_max)} max"
         )
 
 
