@@ -128,9 +128,8 @@ def _fallback(
     return out
 
 
-def _unplannable(view_meta_sequence: Any) -> UnplannableView | None:
-    """Why a recorded ViewMeta sequence cannot be replayed at all, if it cannot."""
-    plan = getattr(view_meta_sequence, "replay_plan", _NOT_PLANNED)
+def _unplannable(view_meta_sequence: Any, plan: object) -> UnplannableView | None:
+    """Why a recorded ViewMeta sequence (with its ``replay_plan``) cannot be replayed at all, if it cannot."""
     if plan is _NOT_PLANNED and any(vm.has_symbolic_inputs for vm in view_meta_sequence.sequence):
         # Built outside collect_metadata_analysis (attach_replay_plan never saw it).
         return UnplannableView(
@@ -154,7 +153,8 @@ def make_regenerator(
     """
     if view_meta_sequence is None or not replay_views:
         return _regenerate_without_view_metas(requires_grad, replay_views)
-    unplannable = _unplannable(view_meta_sequence)
+    plan = getattr(view_meta_sequence, "replay_plan", _NOT_PLANNED)
+    unplannable = _unplannable(view_meta_sequence, plan)
     if unplannable is not None:
         reason, detail = unplannable.reason, unplannable.detail
 
@@ -165,7 +165,6 @@ def make_regenerator(
 
         return regenerate_by_fallback
 
-    plan = getattr(view_meta_sequence, "replay_plan", None)
     view: ReplayFn
     if plan is None or plan is _NOT_PLANNED:
         steps = view_meta_sequence.sequence
