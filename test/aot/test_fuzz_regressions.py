@@ -79,6 +79,33 @@ class TestFuzzRegressions(TestCase):
         )
         _check(program)
 
+    def test_inductor_copies_of_reshaped_values_stay_excluded(self) -> None:
+        # Found by the fuzzer with the _unsafe_view producers (issue #13); stock 2.13.0 behaves
+        # the same. Inductor materialises v[1::2] of a copying flatten as a fresh contiguous
+        # tensor (eager: a view with stride (2, 1) and offset 1), and _neg_view(v) and v[-1]
+        # as two unrelated tensors (fuzz.EXCLUSIONS: "inductor's copies of reshaped values").
+        from viewreplay.fuzz import check_program, InputSpec, Program, Step
+
+        cases = {
+            "strided slice": Program(
+                inputs=(InputSpec((2, 1), requires_grad=False),),
+                steps=(Step("unsafe_view", "expand_flatten", 0), Step("view", "slice_step", 1)),
+                outputs=(2,),
+            ),
+            "two views of one copy": Program(
+                inputs=(InputSpec((2,), requires_grad=False),),
+                steps=(
+                    Step("unsafe_view", "expand_flatten", 0),
+                    Step("view", "select", 1),
+                    Step("view", "neg_view", 1),
+                ),
+                outputs=(2, 3),
+            ),
+        }
+        for name, program in cases.items():
+            with self.subTest(name):
+                check_program(program, backend="inductor", dynamic_modes=(True,))
+
     def test_documented_upstream_behaviours_stay_accepted(self) -> None:
         # Found by the fuzzer; NOT overlay bugs: stock 2.13.0 behaves the same on each. The
         # oracle documents them (fuzz.EXCLUSIONS, EAGER_ONLY_ERRORS, KNOWN_UPSTREAM_ERRORS);
@@ -194,6 +221,21 @@ class TestFuzzRegressions(TestCase):
                 ),
                 steps=(Step("view", "alias", 2), Step("mutation", "nograd_add_", 1)),
                 outputs=(0,),
+            ),
+            # An input mutated while a view of it is saved for backward by a matmul: tracing
+            # the joint graph raises autograd's version-counter error.
+            "mutated input saved for backward": Program(
+                inputs=(
+                    InputSpec((1, 1), requires_grad=False),
+                    InputSpec((), requires_grad=False, of=0, view="expand"),
+                    InputSpec((1, 1), requires_grad=True),
+                ),
+                steps=(
+                    Step("unsafe_view", "matmul", 1, 2),
+                    Step("view", "select", 3),
+                    Step("mutation", "add_", 0),
+                ),
+                outputs=(4, 0),
             ),
             # dynamic=True, t_ of an input's alias: Dynamo's "Guard failed on the same frame".
             "in-place transpose of an input": Program(
