@@ -184,6 +184,63 @@ class TestViewReplayPlan(TestCase):
         plans = self._plans_of(lambda x: x[:2].t(), torch.randn(6, 4), dynamic=False)
         self.assertEqual(plans, [None])
 
+    @parametrize("dynamic", [False, True])
+    def test_unsafe_view_size_is_read_off_the_traced_step(self, dynamic):
+        # x @ w with a 3-D x is mm + _unsafe_view, whose as_tuple() reads freed
+        # memory in 2.13: the plan takes its size from the step replayed on the
+        # traced base, and caches as its plan (pickling its source only).
+        def fn(x, w):
+            y = x @ w
+            return y[0], y[1].t()
+
+        x, w = torch.randn(2, 4, 8), torch.randn(8, 8)
+        plans = self._plans_of(fn, x.requires_grad_(), w, dynamic=dynamic)
+        self.assertEqual(len(plans), 2)
+        for plan in plans:
+            self.assertIsInstance(plan, ViewReplayPlan)
+            self.assertEqual(plan.view_metas[0], "_unsafe_view_ViewMeta")
+            pickle.loads(pickle.dumps(plan))
+        with view_replay.config.patch(strict=True):
+            xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
+            outs = torch.compile(fn, backend="aot_eager", dynamic=dynamic)(xr, wr)
+        self.assertEqual([_grad_fn_name(o) for o in outs], ["SelectBackward0", "TBackward0"])
+        self.assertEqual(outs, fn(x.detach(), w))
+
+    def test_identity_slice_is_dropped(self):
+        # Dynamo records x[:, -1]'s full slice under dynamic shapes; eager's
+        # indexing has no SliceBackward0 for it.
+        (plan,) = self._plans_of(lambda x: x[:, -1], torch.randn(6, 4, requires_grad=True))
+        self.assertEqual(plan.view_metas, ("select_int_ViewMeta",))
+
+
+class TestSyntheticBaseIndices(TestCase):
+    """An alias of an intermediate next to a synthetic-base input keeps its base."""
+
+    @parametrize("dynamic", [False, True])
+    def test_alias_of_intermediate_next_to_synthetic_base(self, dynamic):
+        def fn(x, a, w):
+            y = w.unsqueeze(0).expand(2, *w.shape).flatten(0, 1)
+            v = y[y.shape[0] - 1]
+            torch.ops.aten.alias(x)
+            x.add_(1)  # a is a view of x: x and a are merged into a synthetic base
+            torch.ops.aten.alias(a)
+            return v, y
+
+        def inputs():
+            torch.manual_seed(0)
+            x = torch.randn(1, 2)
+            return x, x.unsqueeze(0).expand(2, *x.shape), torch.randn(2, 1, requires_grad=True)
+
+        torch._dynamo.reset()
+        eager_in, compiled_in = inputs(), inputs()
+        ref = fn(*eager_in)
+        out = torch.compile(fn, backend="aot_eager", dynamic=dynamic)(*compiled_in)
+        self.assertEqual(out, ref)
+        (ref[0].sum() + 2 * ref[1].sum()).backward()
+        (out[0].sum() + 2 * out[1].sum()).backward()
+        self.assertEqual(compiled_in[2].grad, eager_in[2].grad)
+        self.assertEqual(_grad_fn_name(out[0]), "SelectBackward0")
+
 
 class TestPrecompiledRegenerators(TestCase):
     """The runtime wrapper binds one regenerator per aliased output, made once."""
@@ -254,6 +311,8 @@ class TestSubclassIntermediateBases(TestCase):
 
 
 instantiate_parametrized_tests(TestViewReplay)
+instantiate_parametrized_tests(TestViewReplayPlan)
+instantiate_parametrized_tests(TestSyntheticBaseIndices)
 instantiate_parametrized_tests(TestSubclassIntermediateBases)
 
 

@@ -15,6 +15,8 @@ view-replay patch series):
   * plan.py     compile time: plans the replay of view chains with symbolic
                 arguments (Note [Symbolic view replay]);
   * symbols.py  compile time: binds each free symbol to a runtime value;
+  * view_meta_args.py  compile time: reads ViewMeta arguments without 2.13's
+                unsafe accessor (Note [Reading ViewMeta arguments]);
   * multi_output.py  pieces of unbind/split/chunk: classification hooks and
                 one regeneration per group (Note [Multi-output views]);
   * subclass.py compile time: the outer view chain of tensor-subclass outputs
@@ -43,6 +45,7 @@ from .plan import (
     attach_replay_plan,
     inputs_read_by_replay,
     make_view_meta_sequence_runtime_safe,
+    remap_plan_inputs,
     UnplannableView,
     ViewReplayPlan,
 )
@@ -67,5 +70,6 @@ __all__ = [
     "make_view_meta_sequence_runtime_safe",
     "plan_subclass_view_chain",
     "regenerate_alias",
+    "remap_plan_inputs",
     "with_dense_intermediate_bases",
 ]

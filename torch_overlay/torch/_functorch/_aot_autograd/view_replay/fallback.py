@@ -50,6 +50,13 @@ class FallbackReason(enum.Enum):
     UNBOUND_SYMBOL = "a symbol of the view chain cannot be bound to a runtime value"
     # The replayed view does not have the target's size, stride or storage offset.
     METADATA_MISMATCH = "the replayed view's metadata differs from the output's"
+    # A ViewMeta's arguments cannot be read safely: its accessor reads freed
+    # memory in 2.13 (see Note [Reading ViewMeta arguments] in view_meta_args.py).
+    UNREADABLE_VIEW_META = "a ViewMeta of the view chain exposes its arguments only through an unsafe accessor"
+    # A step of the view chain has an argument, or a form, that a plan cannot
+    # render (an argument of an unsupported type, an op that is no view op, a
+    # step that does not consume the previous one).
+    UNSUPPORTED_VIEW_STEP = "a step of the view chain cannot be rendered as a plan"
     # Replaying a view op raised an error.
     REPLAY_ERROR = "replaying the view chain raised an error"
     # The base has other metadata than the target's recorded base, so the base

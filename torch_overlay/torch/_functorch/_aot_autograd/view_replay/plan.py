@@ -12,6 +12,10 @@ shapes) and drops them before caching, so such outputs fall back to
 as_strided() and get AsStridedBackward0.
 
 We plan those sequences once, at compile time:
+  0. the sequence is replayed step by step on the traced base; the step
+     results give the arguments that cannot be read off the ViewMeta itself
+     (Note [Reading ViewMeta arguments]) and show which full slices are
+     identities (Note [Identity slices]);
   1. every SymInt argument of every ViewMeta is turned into a sympy expression;
   2. every free symbol gets a SymbolLocator (symbols.py) on the runtime values;
   3. the whole chain is rendered to the source of one Python function that
@@ -28,7 +32,9 @@ UnplannableView carrying the reason, and the runtime goes to the fallback point.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -37,6 +43,9 @@ import sympy
 import torch
 from torch import Tensor
 from torch._C import _functionalization
+from torch._subclasses.functional_tensor import FunctionalTensor
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._sympy.printers import PythonPrinter
 
 from .fallback import FallbackReason
@@ -49,6 +58,13 @@ from .multi_output import (
     pieces_of,
 )
 from .symbols import locate_symbols, RuntimeSource
+from .view_meta_args import (
+    arguments_readable,
+    unreadable_reason,
+    UnreadableViewMetaArguments,
+    unreplayable_reason,
+    view_meta_arguments,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,6 +209,56 @@ def render_pieces_call(key_parts: Sequence[str], compute: str, claim: int | None
     return f"t = _pieces(groups, ({', '.join(key_parts)},), {compute}, {claim})"
 
 
+def replay_on_traced_base(view_metas: Sequence[Any], base: Tensor | None) -> list[Tensor] | None:
+    """The result of each step of ``view_metas`` replayed on the traced (fake) ``base``.
+
+    ViewMeta.forward() reads the ViewMeta's own data, unlike as_tuple() (Note
+    [Reading ViewMeta arguments]). Returns None without a base.
+    """
+    if base is None:
+        return None
+    if isinstance(base, FunctionalTensor):
+        base = torch._from_functional_tensor(base.elem)
+    results: list[Tensor] = []
+    # The fake base dispatches to its own FakeTensorMode; the functionalization
+    # mode of the trace must not see these ops.
+    with _disable_current_modes(), torch.no_grad():
+        t = base
+        for vm in view_metas:
+            t = _functionalization.apply_view_meta_sequence(t, [vm])
+            results.append(t)
+    return results
+
+
+# Note [Identity slices]
+# ~~~~~~~~~~~~~~~~~~~~~~
+# Eager indexing skips a slice that keeps the whole dimension (``x[:, -1]``
+# is one select: SelectBackward0). Traced with a symbolic size, the same slice
+# is recorded (the trace cannot tell that end >= size without a guard), so a
+# replay of the ViewMetas would add a SliceBackward0 that eager does not have.
+# A slice step with start 0 and step 1 whose traced result has statically the
+# same sizes as its input is such an identity: planning drops it, unless it is
+# the last step (the output must still be a view of its own, as eager's
+# ``x[:]`` is). An explicit ``narrow(d, 0, size)`` loses its SliceBackward0 the
+# same way: same values, gradients and aliasing, one node fewer than eager.
+_SLICE = "slice_Tensor_ViewMeta"
+# slice_Tensor_ViewMeta.as_tuple(): (has_symbolic_inputs, reapply_views, InverseReturnMode, dim, start, end, step)
+_SLICE_START, _SLICE_STEP = 4, 6
+
+
+def is_identity_slice(name: str, args: tuple[object, ...], before: Tensor, after: Tensor) -> bool:
+    """Whether a step is a slice that keeps every element of its input (Note [Identity slices])."""
+    if name != _SLICE:
+        return False
+    start, step = args[_SLICE_START], args[_SLICE_STEP]
+    # Plain ints only: comparing a SymInt would install a guard.
+    if not (start is None or type(start) is int and start == 0) or not (type(step) is int and step == 1):
+        return False
+    return before.dim() == after.dim() and all(
+        statically_known_true(a == b) for a, b in zip(before.size(), after.size())
+    )
+
+
 def plan_view_replay(
     view_metas: Sequence[Any],
     *,
@@ -206,6 +272,16 @@ def plan_view_replay(
     names = tuple(type(vm).__name__ for vm in view_metas)
     if not config.replay_symbolic_views and any(vm.has_symbolic_inputs for vm in view_metas):
         return UnplannableView(FallbackReason.SYMBOLIC_REPLAY_DISABLED, f"view chain {names}")
+    unreplayable = [reason for name in names if (reason := unreplayable_reason(name))]
+    if unreplayable:
+        return UnplannableView(FallbackReason.UNREADABLE_VIEW_META, f"view chain {names}: {unreplayable[0]}")
+    try:
+        results = replay_on_traced_base(view_metas, base)
+    except Exception as e:  # noqa: BLE001 - any failure means: the chain cannot be planned
+        return UnplannableView(
+            FallbackReason.REPLAY_ERROR,
+            f"view chain {names} on the traced base: {type(e).__name__}: {e}",
+        )
 
     renderer = ArgumentRenderer()
     body: list[str] = []
@@ -214,9 +290,15 @@ def plan_view_replay(
     # Group key of the current multi-output prefix: see Note [Multi-output views].
     key_parts: list[str] = ["id(base)"]
     constants: dict[str, str] = {}
+    replayed: list[str] = []  # names of the steps kept (Note [Identity slices])
     try:
         for i, vm in enumerate(view_metas):
-            args = vm.as_tuple()
+            args = view_meta_arguments(vm, None if results is None else results[i])
+            if i + 1 < len(view_metas) and results is not None and is_identity_slice(
+                names[i], args, results[i - 1] if i else base, results[i]
+            ):
+                continue
+            replayed.append(names[i])
             first_expr = len(renderer.symbolic_exprs)
             # The first element is has_symbolic_inputs: the rebuilt ViewMeta is concrete.
             rendered = renderer.render_args((False,) + tuple(args[1:]))
@@ -240,13 +322,16 @@ def plan_view_replay(
                 constants[f"_vm{i}"] = f"_C._functionalization.{names[i]}"
                 pending.append(f"_vm{i}({rendered})")
                 key_parts += [repr(f"{names[i]}{rendered}"), *step_exprs]
+    except UnreadableViewMetaArguments as e:
+        return UnplannableView(FallbackReason.UNREADABLE_VIEW_META, f"view chain {names}: {e}")
     except UnrenderableArgument as e:
-        return UnplannableView(FallbackReason.UNBOUND_SYMBOL, f"view chain {names}: {e}")
+        return UnplannableView(FallbackReason.UNSUPPORTED_VIEW_STEP, f"view chain {names}: {e}")
     if pending:
         body.append(f"t = _apply(t, _metas[{len(segments)}])")
         segments.append(f"[{', '.join(pending)}]")
     return assemble_plan(
-        names, body, renderer, constants, base=base, target=target, inputs=inputs, memoized=segments
+        tuple(replayed), body, renderer, constants, base=base, target=target, inputs=inputs,
+        memoized=segments,
     )
 
 
@@ -332,6 +417,27 @@ def _normalize(value: object) -> object:
     return value
 
 
+def needs_replay_plan(view_meta_sequence: Any) -> bool:
+    """Whether a sequence must be replayed through a plan rather than as recorded.
+
+    Sequences with symbolic arguments (their ViewMetas only fit the traced
+    sizes) and with a multi-output view (Note [Multi-output views]) do.
+    """
+    return any(
+        vm.has_symbolic_inputs or is_multi_output_view_meta(vm) for vm in view_meta_sequence.sequence
+    )
+
+
+def _unreadable_view_metas(view_meta_sequence: Any) -> list[str]:
+    return [
+        type(vm).__name__ for vm in view_meta_sequence.sequence if not arguments_readable(vm)
+    ]
+
+
+def _may_hold_identity_slice(view_meta_sequence: Any) -> bool:
+    return any(type(vm).__name__ == _SLICE for vm in view_meta_sequence.sequence[:-1])
+
+
 def attach_replay_plan(
     view_meta_sequence: Any,
     out: Tensor,
@@ -343,16 +449,27 @@ def attach_replay_plan(
 
     ``base`` is the (functional) tensor the output will be regenerated from at
     runtime; ``inputs`` are the graph's flat (functional) inputs. Sequences
-    with symbolic arguments or a multi-output view get a plan; the others get
-    ``replay_plan = None``: the runtime replays their ViewMetas as they are.
+    that need a plan (:func:`needs_replay_plan`) get one. A static sequence
+    gets one if it holds a ViewMeta whose arguments cannot be pickled safely
+    (Note [Reading ViewMeta arguments]) or an identity slice to drop (Note
+    [Identity slices]), and the plan could be made; a sequence holding a
+    ViewMeta whose forward() must not run keeps the UnplannableView (the
+    output falls back). The others get ``replay_plan = None``: the runtime
+    replays their ViewMetas as they are (and make_view_meta_sequence_runtime_safe
+    keeps unreadable ones out of the cache).
     """
     sequence = view_meta_sequence.sequence
-    if any(vm.has_symbolic_inputs or is_multi_output_view_meta(vm) for vm in sequence):
-        view_meta_sequence.replay_plan = plan_view_replay(
-            sequence, base=base, target=out, inputs=inputs
-        )
-    else:
-        view_meta_sequence.replay_plan = None
+    plan: ViewReplayPlan | UnplannableView | None = None
+    if needs_replay_plan(view_meta_sequence):
+        plan = plan_view_replay(sequence, base=base, target=out, inputs=inputs)
+    elif _unreadable_view_metas(view_meta_sequence) or _may_hold_identity_slice(view_meta_sequence):
+        plan = plan_view_replay(sequence, base=base, target=out, inputs=inputs)
+        if isinstance(plan, ViewReplayPlan):
+            if len(plan.view_metas) == len(sequence) and not _unreadable_view_metas(view_meta_sequence):
+                plan = None  # nothing to drop, nothing to hide from the cache
+        elif not any(unreplayable_reason(type(vm).__name__) for vm in sequence):
+            plan = None  # replayed as recorded here; kept out of the cache
+    view_meta_sequence.replay_plan = plan
 
 
 def inputs_read_by_replay(view_meta_sequence: Any) -> tuple[int, ...]:
@@ -361,18 +478,66 @@ def inputs_read_by_replay(view_meta_sequence: Any) -> tuple[int, ...]:
     return plan.input_indices if isinstance(plan, ViewReplayPlan) else ()
 
 
-def make_view_meta_sequence_runtime_safe(view_meta_sequence: Any) -> Any:
-    """Cache hook: a picklable copy of a symbolic ViewMetaSequence.
+def remap_plan_inputs(view_meta_sequence: Any, new_index: Callable[[int], int | None]) -> Any:
+    """Hook for AOTAutograd's rewrites of the graph's inputs (deduplicated arguments,
+    synthetic bases): ``view_meta_sequence`` with a plan that reads input ``new_index(i)``
+    where it read input ``i``.
 
-    The symbolic ViewMetas and the SymInt metadata key hold SymInts, which do
-    not pickle; the replay plan replaces them at runtime.
+    ``new_index`` gives None for an input that is no longer a runtime input (merged into a
+    synthetic base): such a plan cannot read its symbols, and the output falls back. The
+    sequence itself is not modified; the outer metadata may still hold it.
     """
+    plan = getattr(view_meta_sequence, "replay_plan", None)
+    if not isinstance(plan, ViewReplayPlan) or not plan.input_indices:
+        return view_meta_sequence
+    mapping = {i: new_index(i) for i in plan.input_indices}
+    remapped = copy.copy(view_meta_sequence)
+    if any(j is None for j in mapping.values()):
+        remapped.replay_plan = UnplannableView(
+            FallbackReason.UNBOUND_SYMBOL,
+            f"view chain {plan.view_metas}: its symbols are read off graph inputs "
+            f"{sorted(i for i, j in mapping.items() if j is None)}, merged into a synthetic base",
+        )
+    elif any(i != j for i, j in mapping.items()):
+        remapped.replay_plan = dataclasses.replace(
+            plan,
+            # The plan's source reads inputs only as SymbolLocator.python_expr renders them.
+            source=re.sub(
+                r"\binputs\[(\d+)\]", lambda m: f"inputs[{mapping[int(m.group(1))]}]", plan.source
+            ),
+            input_indices=tuple(sorted(set(mapping.values()))),  # type: ignore[type-var]
+            _fn=None,
+        )
+    return remapped
+
+
+def make_view_meta_sequence_runtime_safe(view_meta_sequence: Any) -> Any:
+    """Cache hook: ``view_meta_sequence``, or a picklable copy of it.
+
+    A sequence with symbolic ViewMetas holds SymInts, which do not pickle, and
+    one with a ViewMeta whose arguments are pickled through a dangling
+    reference would store garbage (Note [Reading ViewMeta arguments]); so does
+    any sequence replayed through a plan need nothing but the plan. The copy
+    keeps only the plan (or the reason it has none); other sequences pickle
+    as they are.
+    """
+    plan = getattr(view_meta_sequence, "replay_plan", None)
+    unreadable = _unreadable_view_metas(view_meta_sequence)
+    if plan is None and not unreadable and not any(
+        vm.has_symbolic_inputs for vm in view_meta_sequence.sequence
+    ):
+        return view_meta_sequence
+    if plan is None:
+        if unreadable:
+            plan = UnplannableView(
+                FallbackReason.UNREADABLE_VIEW_META,
+                f"{view_meta_sequence!r} was replayed as recorded, but cannot be cached: "
+                f"{unreadable_reason(unreadable[0])}",
+            )
+        else:
+            plan = UnplannableView(FallbackReason.NO_VIEW_META, "symbolic view chain was not planned")
     safe = object.__new__(type(view_meta_sequence))
     safe.sequence = []
     safe.metadata = None
-    safe.replay_plan = getattr(
-        view_meta_sequence,
-        "replay_plan",
-        UnplannableView(FallbackReason.NO_VIEW_META, "symbolic view chain was not planned"),
-    )
+    safe.replay_plan = plan
     return safe

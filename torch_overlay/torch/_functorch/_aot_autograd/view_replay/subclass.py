@@ -163,7 +163,7 @@ def _plan(out: Tensor, *, base: Tensor | None, inputs: Sequence[object]) -> View
                 body.append(f"t = _op{i}(t, *{rendered})")
             current = result
     except UnrenderableArgument as e:
-        return UnplannableView(FallbackReason.UNBOUND_SYMBOL, f"{kind} outer view chain: {e}")
+        return UnplannableView(FallbackReason.UNSUPPORTED_VIEW_STEP, f"{kind} outer view chain: {e}")
     if isinstance(current, (tuple, list)) and last_pieces is not None:
         index = next((k for k, t in enumerate(current) if t is replayed), None)
         if index is not None:

@@ -43,7 +43,12 @@ class MetadataField(enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class SymbolLocator:
-    """Where a free symbol's value is read at runtime."""
+    """Where a free symbol's value is read at runtime.
+
+    The value read is ``scale * symbol + shift``: the symbol is ``(value - shift) // scale``
+    (a size of ``2*s0 + 1`` gives ``s0``). The metadata check of the replayed view catches a
+    value that is no such multiple.
+    """
 
     source: RuntimeSource
     field: MetadataField
@@ -51,30 +56,48 @@ class SymbolLocator:
     input_index: int | None = None
     # Dimension, for SIZE and STRIDE.
     dim: int | None = None
+    scale: int = 1
+    shift: int = 0
 
     def python_expr(self) -> str:
-        """The expression, over ``base``, ``target`` and ``inputs``, that reads the value."""
+        """The expression, over ``base``, ``target`` and ``inputs``, that reads the symbol."""
         if self.source is RuntimeSource.INPUT:
             holder = f"inputs[{self.input_index}]"
         else:
             holder = self.source.value
         if self.field is MetadataField.VALUE:
-            return holder
-        if self.field is MetadataField.STORAGE_OFFSET:
-            return f"{holder}.storage_offset()"
-        return f"{holder}.{self.field.value}({self.dim})"
+            value = holder
+        elif self.field is MetadataField.STORAGE_OFFSET:
+            value = f"{holder}.storage_offset()"
+        else:
+            value = f"{holder}.{self.field.value}({self.dim})"
+        if (self.scale, self.shift) == (1, 0):
+            return value
+        return f"(({value} - ({self.shift})) // {self.scale})"
 
     def describe(self) -> str:
         return self.python_expr()
 
 
-def _plain_symbol(value: object) -> sympy.Symbol | None:
-    """The symbol that ``value`` is, if it is a SymInt whose expression is exactly one symbol."""
-    if isinstance(value, torch.SymInt):
-        expr = value.node.expr
-        if isinstance(expr, sympy.Symbol):
-            return expr
-    return None
+def _affine_symbol(value: object) -> tuple[sympy.Symbol, int, int] | None:
+    """(symbol, scale, shift) if ``value`` is a SymInt ``scale * symbol + shift`` with integer
+    scale (not 0) and shift: exactly one symbol, which the value determines."""
+    if not isinstance(value, torch.SymInt):
+        return None
+    expr = value.node.expr
+    if isinstance(expr, sympy.Symbol):
+        return expr, 1, 0
+    if len(expr.free_symbols) != 1:
+        return None
+    (sym,) = expr.free_symbols
+    try:
+        poly = sympy.Poly(expr, sym)
+    except sympy.PolynomialError:
+        return None
+    if poly.degree() != 1 or not all(c.is_integer for c in poly.all_coeffs()):
+        return None
+    scale, shift = (int(c) for c in poly.all_coeffs())
+    return (sym, scale, shift) if scale != 0 else None
 
 
 def _tensor_candidates(
@@ -109,8 +132,9 @@ def locate_symbols(
     """Find a runtime locator for each symbol.
 
     Sources are tried in order: the base, the graph inputs (SymInt inputs and
-    tensor metadata), then the graph's output itself. Returns the locators found
-    and the symbols left without one.
+    tensor metadata), then the graph's output itself; values that are the symbol
+    first, then values that are an affine function of it. Returns the locators
+    found and the symbols left without one.
     """
     candidates: list[tuple[object, SymbolLocator]] = []
     if base is not None:
@@ -124,9 +148,14 @@ def locate_symbols(
             )
     candidates += _tensor_candidates(target, RuntimeSource.TARGET, None)
 
+    # A value that is the symbol itself is preferred to one that is an affine function of it.
     found: dict[sympy.Symbol, SymbolLocator] = {}
-    for value, locator in candidates:
-        sym = _plain_symbol(value)
-        if sym is not None and sym in symbols and sym not in found:
-            found[sym] = locator
+    for plain in (True, False):
+        for value, locator in candidates:
+            affine = _affine_symbol(value)
+            if affine is None or affine[0] not in symbols or affine[0] in found:
+                continue
+            sym, scale, shift = affine
+            if plain == ((scale, shift) == (1, 0)):
+                found[sym] = dataclasses.replace(locator, scale=scale, shift=shift)
     return found, symbols - found.keys()

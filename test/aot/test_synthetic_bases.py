@@ -1,0 +1,104 @@
+"""Aliases of intermediates next to synthetic-base inputs (patch 0008), stock vs patched.
+
+An input mutated while another input is a view of it makes AOTAutograd merge the two into a
+synthetic base. 2.13's create_synthetic_base_metadata() then remapped the base_idx of every
+aliased output through the map of the inputs, also for outputs aliasing an intermediate, whose
+base_idx indexes the forward's outputs: the output was regenerated off the wrong tensor. Stock
+raises; the previous patched wheel fell back to as_strided() on that tensor, with the right
+values but the output's gradient sent to the wrong tensor (found by the fuzzer).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.testing._internal.common_utils import (
+    instantiate_parametrized_tests,
+    parametrize,
+    run_tests,
+)
+
+from view_replay_testing import CompileTestCase, fallback_counts, PATCHED
+
+
+def program(x, a, w):
+    y = w.unsqueeze(0).expand(2, *w.shape).flatten(0, 1)  # a copy: y is an intermediate
+    v = y[y.shape[0] - 1]  # an alias of the intermediate y
+    torch.ops.aten.alias(x)
+    x.add_(1)  # x mutated while a, an input, is a view of x: a synthetic base
+    torch.ops.aten.alias(a)  # (without these two unused aliases the indices happen to agree)
+    return v, y
+
+
+def make_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    x = torch.randn(1, 2)
+    a = x.unsqueeze(0).expand(2, *x.shape)
+    w = torch.randn(2, 1, requires_grad=True)
+    return x, a, w
+
+
+class TestSyntheticBaseIndices(CompileTestCase):
+    @parametrize("dynamic", [False, True])
+    def test_alias_of_intermediate_next_to_synthetic_base(self, dynamic: bool) -> None:
+        compiled = torch.compile(program, backend="aot_eager", dynamic=dynamic)
+        eager_in, compiled_in = make_inputs(), make_inputs()
+        ref = program(*eager_in)
+        if not PATCHED:
+            # Stock regenerates v off the wrong tensor: its ViewMetas do not fit it (static:
+            # "shape '[4, 1]' is invalid for input of size 1"), or the index is out of range.
+            with self.assertRaises(IndexError if dynamic else RuntimeError):
+                compiled(*compiled_in)
+            return
+        out = compiled(*compiled_in)
+        for o, r in zip(out, ref):
+            self.assertEqual(o, r)
+            self.assertEqual(o.stride(), r.stride())
+            self.assertEqual(o.storage_offset(), r.storage_offset())
+        self.assertEqual(compiled_in[0], eager_in[0])
+        (ref[0].sum() + 2 * ref[1].sum()).backward()
+        (out[0].sum() + 2 * out[1].sum()).backward()
+        # v's gradient reaches w through y's storage: [4, 5], not [4, 4].
+        self.assertEqual(compiled_in[2].grad, eager_in[2].grad)
+        if PATCHED:
+            self.assertEqual(type(out[0].grad_fn).__name__, "SelectBackward0")
+            # The synthetic base regenerates the mutated input without ViewMetas (upstream's
+            # design, accepted); v itself replays its view chain.
+            self.assertEqual(set(fallback_counts()), {"NO_VIEW_META"})
+
+
+class TestRemapPlanInputs(CompileTestCase):
+    def test_plan_reads_the_remapped_input(self) -> None:
+        if not PATCHED:
+            self.skipTest("remap_plan_inputs is part of the view_replay overlay")
+        from torch._functorch._aot_autograd.view_replay import (
+            FallbackReason,
+            remap_plan_inputs,
+            UnplannableView,
+            ViewReplayPlan,
+        )
+
+        plan = ViewReplayPlan(
+            view_metas=("slice_Tensor_ViewMeta",),
+            source="def replay(base, target, inputs, groups):\n    return base[: inputs[2]]\n",
+            constants={},
+            input_indices=(2,),
+        )
+
+        class Sequence:  # what the hook reads of a ViewMetaSequence
+            replay_plan = plan
+
+        moved = remap_plan_inputs(Sequence(), {2: 0}.get)
+        self.assertIs(Sequence.replay_plan, plan)  # the original is left alone
+        self.assertEqual(moved.replay_plan.input_indices, (0,))
+        x = torch.arange(6)
+        self.assertEqual(moved.replay_plan.replay(x, None, {0: 4}, None), x[:4])
+        merged = remap_plan_inputs(Sequence(), lambda i: None)
+        self.assertIsInstance(merged.replay_plan, UnplannableView)
+        self.assertEqual(merged.replay_plan.reason, FallbackReason.UNBOUND_SYMBOL)
+        self.assertIn("synthetic base", merged.replay_plan.detail)
+
+
+instantiate_parametrized_tests(TestSyntheticBaseIndices)
+
+if __name__ == "__main__":
+    run_tests()
