@@ -185,10 +185,14 @@ def test_noise_and_markdown() -> None:
 def test_write_results(tmp_path: Path) -> None:
     rows, written = write_results(_results([SLICE_T, DTENSOR]), tmp_path / "out")
     names = {p.name for p in written}
-    assert {"latest.md", "latest.json"} <= names
+    assert {"latest.md", "latest.json", "latest-rounds.json"} <= names
     if importlib.util.find_spec("matplotlib") is not None:
         assert "latest.png" in names and (tmp_path / "out" / "latest.png").stat().st_size > 1000
-    assert json.loads((tmp_path / "out" / "latest.json").read_text())["records"][0]["workload"] == "slice_t"
+    summary = json.loads((tmp_path / "out" / "latest.json").read_text())
+    assert "records" not in summary and summary["rows"][0]["workload"] == "slice_t"
+    assert summary["rows"][0]["paired_ratios"]
+    rounds = json.loads((tmp_path / "out" / "latest-rounds.json").read_text())
+    assert rounds["records"][0]["workload"] == "slice_t"
     assert len(rows) == 2
 
 

@@ -13,7 +13,7 @@ methods) and drives both over stdin/stdout JSON, one workload at a time:
 
 then the regeneration micro benchmark (per aliased output: the runtime regeneration
 vs one eager view chain on the same base). It writes ``latest.md``, ``latest.png``
-(matplotlib, if importable) and ``latest.json`` under ``--out`` and prints one
+(matplotlib, if importable), ``latest.json`` (a summary) and ``latest-rounds.json`` (every round, not committed) under ``--out`` and prints one
 summary line per workload row.
 
 Everything below ``run_bench`` that aggregates or formats is pure Python, so it is
@@ -807,8 +807,30 @@ def render_png(rows: list[Row], noise: Noise, path: Path) -> bool:
     return True
 
 
+def summary(results: dict[str, Any], rows: list[Row]) -> dict[str, Any]:
+    """The run's metadata and, per row, the medians and paired ratios the tables show."""
+    out = {k: v for k, v in results.items() if k != "records"}
+    out["rows"] = [
+        {
+            "workload": row.workload,
+            "backend": row.backend,
+            "size": row.size,
+            "median_s": {"eager": row.eager, "stock": row.stock, "patched": row.patched},
+            "paired_ratios": {f"{m} {num}/{den}": v for (m, num, den), v in row.paired.items()},
+            "eager_between_workers": row.eager_between_workers,
+            "compile_s": row.compile_s,
+            "compile_hooks_s": row.compile_hooks_s,
+            "error": row.error,
+        }
+        for row in rows
+    ]
+    return out
+
+
 def write_results(results: dict[str, Any], out_dir: Path, stem: str = "latest") -> tuple[list[Row], list[Path]]:
-    """Write ``<stem>.md``, ``<stem>.png`` (if matplotlib is importable) and ``<stem>.json``."""
+    """Write ``<stem>.md``, ``<stem>.png`` (if matplotlib is importable), ``<stem>.json`` (the
+    summary: medians and paired ratios per row) and ``<stem>-rounds.json`` (every round; not
+    committed, see .gitignore)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = summarize(results)
     png = out_dir / f"{stem}.png"
@@ -820,6 +842,9 @@ def write_results(results: dict[str, Any], out_dir: Path, stem: str = "latest") 
     if have_png:
         written.append(png)
     js = out_dir / f"{stem}.json"
-    js.write_text(json.dumps(results, indent=1) + "\n")
+    js.write_text(json.dumps(summary(results, rows), indent=1) + "\n")
     written.append(js)
+    rounds = out_dir / f"{stem}-rounds.json"
+    rounds.write_text(json.dumps(results) + "\n")
+    written.append(rounds)
     return rows, written
