@@ -237,6 +237,13 @@ class TestFuzzRegressions(TestCase):
                 ),
                 outputs=(4, 0),
             ),
+            # An alias of an input merged into a synthetic base: its ViewMetas do not fit the
+            # synthetic base, the verification catches it (METADATA_MISMATCH, accepted).
+            "alias of an input merged into a synthetic base": Program(
+                inputs=(InputSpec((1,), requires_grad=False), InputSpec((), requires_grad=False, of=0, view="expand")),
+                steps=(Step("view", "alias", 0), Step("mutation", "add_", 0), Step("view", "alias", 1)),
+                outputs=(3,),
+            ),
             # dynamic=True, t_ of an input's alias: Dynamo's "Guard failed on the same frame".
             "in-place transpose of an input": Program(
                 inputs=(InputSpec((2, 3), requires_grad=False),),

@@ -90,6 +90,15 @@ ACCEPTED_FALLBACKS: dict[str, dict[str, str]] = {
         "x.conj().as_strided_((2, 2), (1, 2)); return (v,), x of (1, 4): conj() of a real "
         "tensor is x itself)",
     },
+    "METADATA_MISMATCH": {
+        "mutated_aliased_inputs": "an output aliasing an input that is merged into a synthetic "
+        "base: its ViewMetas were recorded off that input but are replayed off the synthetic "
+        "base, the verification sees other metadata, and the output is regenerated off the "
+        "synthetic base with as_strided() (upstream's synthetic-base design; stock raises "
+        "'incorrect out shape after application of ViewMeta sequence' instead). def f(x, a): "
+        "x.add_(1); return (torch.ops.aten.alias(a),) with a = x.unsqueeze(0).expand(2, "
+        "*x.shape), x of (1,). Found once the rerun without strict mode checked its fallbacks",
+    },
     "UNBOUND_SYMBOL": {
         "unbacked": "a symbol equal to no input, base or output size (unbacked values from "
         ".item()); the generator makes no such programs today, the entry documents the known limit",

@@ -4,7 +4,9 @@ Configuration flags for view replay of aliased outputs.
 See Note [View replay for aliased outputs] in ``__init__.py``.
 Flags follow the style of ``torch._functorch.config``: set them directly
 (``view_replay.config.strict = True``) or scope them with
-``view_replay.config.patch(strict=True)``.
+``view_replay.config.patch(strict=True)``. All flags but ``strict`` are part of
+the AOTAutograd cache key: a cache entry compiled with other values is not
+served.
 """
 
 import sys
@@ -34,6 +36,11 @@ hide_multi_output_view_aliasing: bool = False
 # outputs (DTensor, TwoTensor, ...). Off reproduces upstream 2.13: as_strided()
 # regeneration (DTensor raises). See Note [Subclass view replay].
 replay_subclass_views: bool = True
+
+
+# Every flag but these is part of the AOTAutograd cache key (autograd_cache.py): they decide
+# what the compiled metadata holds. strict is read when a fallback happens, at runtime.
+_cache_config_ignore_prefix = ["strict", "TYPE_CHECKING"]
 
 
 if TYPE_CHECKING:
