@@ -14,6 +14,7 @@ import unittest
 
 import torch
 import torch._dynamo
+from torch._dynamo.utils import counters
 from torch.testing._internal.common_utils import (
     instantiate_parametrized_tests,
     parametrize,
@@ -133,6 +134,36 @@ class TestSymbolSources(CompileTestCase):
             with view_replay_config.patch(strict=True):
                 with self.assertRaisesRegex(ViewReplayFallbackError, r"UNBOUND_SYMBOL.*no runtime source for \['u\d+'\]"):
                     compiled(x, torch.tensor(3))
+
+
+class TestUnbackedSlices(CompileTestCase):
+    """Slices by .item() values without torch._check: planning replays the chain on the traced
+    base, which makes up fresh unbacked sizes; they must not become the graph's pending
+    unbacked symbols (PendingUnbackedSymbolNotFound at compile time)."""
+
+    def test_item_slices_compile(self) -> None:
+        cases = {
+            "narrow": (lambda x, t: x.narrow(0, t.item(), 2), lambda x: x[3:5]),
+            "slice": (lambda x, t: x[: t.item()], lambda x: x[:3]),
+            "slice_t": (lambda x, t: x[: t.item()].t(), lambda x: x[:3].t()),
+        }
+        for name, (fn, ref) in cases.items():
+            for dynamic in (False, True):
+                with self.subTest(name=name, dynamic=dynamic):
+                    torch._dynamo.reset()
+                    counters.clear()
+                    x = torch.randn(8, 3, requires_grad=True)
+                    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+                        out = torch.compile(fn, backend="aot_eager", dynamic=dynamic, fullgraph=True)(
+                            x, torch.tensor(3)
+                        )
+                    self.assertEqual(out, ref(x))
+                    self.assertEqual(out.stride(), ref(x).stride())
+                    self.assertEqual(out.storage_offset(), ref(x).storage_offset())
+                    # The known limit (README): the start/end u0 has no runtime source yet.
+                    self.assertIn("AsStridedBackward0", autograd_nodes([out]))
+                    if PATCHED:
+                        self.assertEqual(set(fallback_counts()), {"UNBOUND_SYMBOL"})
 
 
 class TestPlanPickles(TestCase):

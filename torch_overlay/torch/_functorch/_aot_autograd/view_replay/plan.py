@@ -32,6 +32,7 @@ UnplannableView carrying the reason, and the runtime goes to the fallback point.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import re
@@ -215,19 +216,36 @@ def replay_on_traced_base(view_metas: Sequence[Any], base: Tensor | None) -> lis
     ViewMeta.forward() reads the ViewMeta's own data, unlike as_tuple() (Note
     [Reading ViewMeta arguments]). Returns None without a base.
     """
-    if base is None:
-        return None
+    if base is None or not any(
+        type(vm).__name__ == _SLICE or not arguments_readable(vm) for vm in view_metas
+    ):
+        return None  # only _unsafe_view's size and identity slices need the step results
     if isinstance(base, FunctionalTensor):
         base = torch._from_functional_tensor(base.elem)
     results: list[Tensor] = []
+    shape_env = _shape_env_of(base)
     # The fake base dispatches to its own FakeTensorMode; the functionalization
-    # mode of the trace must not see these ops.
-    with _disable_current_modes(), torch.no_grad():
+    # mode of the trace must not see these ops. Sizes that the replay makes up
+    # (a slice by an unbacked symbol) are discarded with the results: they must
+    # not become pending unbacked symbols of the graph.
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_disable_current_modes())
+        stack.enter_context(torch.no_grad())
+        if shape_env is not None:
+            stack.enter_context(shape_env.ignore_fresh_unbacked_symbols())
         t = base
         for vm in view_metas:
             t = _functionalization.apply_view_meta_sequence(t, [vm])
             results.append(t)
     return results
+
+
+def _shape_env_of(t: Tensor) -> Any:
+    for size in (*t.size(), *t.stride(), t.storage_offset()):
+        if isinstance(size, torch.SymInt):
+            return size.node.shape_env
+    fake_mode = getattr(t, "fake_mode", None)
+    return getattr(fake_mode, "shape_env", None)
 
 
 # Note [Identity slices]
