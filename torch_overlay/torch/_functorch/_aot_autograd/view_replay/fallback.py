@@ -57,6 +57,9 @@ class FallbackReason(enum.Enum):
     # render (an argument of an unsupported type, an op that is no view op, a
     # step that does not consume the previous one).
     UNSUPPORTED_VIEW_STEP = "a step of the view chain cannot be rendered as a plan"
+    # The plan's rendered arguments, evaluated on the symbols' hints at compile
+    # time, differ from the traced arguments.
+    PLAN_CHECK_FAILED = "the plan's arguments, evaluated on the traced sizes, differ from the traced ones"
     # Replaying a view op raised an error.
     REPLAY_ERROR = "replaying the view chain raised an error"
     # The base has other metadata than the target's recorded base, so the base

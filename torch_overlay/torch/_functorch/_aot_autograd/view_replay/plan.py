@@ -391,7 +391,7 @@ def assemble_plan(
     lines.append("    return t")
     problem = _check_against_hints([sym for sym, _ in ordered], renderer)
     if problem is not None:
-        return UnplannableView(FallbackReason.UNBOUND_SYMBOL, f"view chain {names}: {problem}")
+        return UnplannableView(FallbackReason.PLAN_CHECK_FAILED, f"view chain {names}: {problem}")
     return ViewReplayPlan(
         view_metas=names,
         source="\n".join(lines) + "\n",
