@@ -12,7 +12,7 @@ shapes) and drops them before caching, so such outputs fall back to
 as_strided() and get AsStridedBackward0.
 
 We plan those sequences once, at compile time:
-  0. the sequence is replayed step by step on the traced base; the step
+  0. where needed, the sequence is replayed step by step on the traced base; the step
      results give the arguments that cannot be read off the ViewMeta itself
      (Note [Reading ViewMeta arguments]) and show which full slices are
      identities (Note [Identity slices]);
