@@ -244,6 +244,22 @@ class TestFuzzRegressions(TestCase):
                 steps=(Step("view", "alias", 0), Step("mutation", "add_", 0), Step("view", "alias", 1)),
                 outputs=(3,),
             ),
+            # as_strided_ on an alias, then expand of it: Dynamo's fake tensor call fails.
+            "expand after as_strided_ of an alias": Program(
+                inputs=(InputSpec((4,), requires_grad=False),),
+                steps=(Step("view", "alias", 0), Step("mutation", "as_strided_", 1), Step("view", "expand", 1)),
+                outputs=(0,),
+            ),
+            # A view of an intermediate, then squeeze_ of the intermediate: select() of 0-dim.
+            "view of an intermediate squeezed in place": Program(
+                inputs=(InputSpec((1, 1, 1), requires_grad=False), InputSpec((1, 1), requires_grad=True)),
+                steps=(
+                    Step("unsafe_view", "matmul", 0, 1),
+                    Step("view", "select", 2),
+                    Step("mutation", "squeeze_", 2),
+                ),
+                outputs=(3,),
+            ),
             # dynamic=True, t_ of an input's alias: Dynamo's "Guard failed on the same frame".
             "in-place transpose of an input": Program(
                 inputs=(InputSpec((2, 3), requires_grad=False),),

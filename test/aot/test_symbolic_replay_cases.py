@@ -174,19 +174,19 @@ class TestPlanPickles(TestCase):
         plans = []
 
         def spy(vms, out, *, base, inputs):
-            attach(vms, out, base=base, inputs=inputs)
-            plans.append(vms.replay_plan)
+            plans.append(plan_replay(vms, out, base=base, inputs=inputs))
+            return plans[-1]
 
         import torch._functorch._aot_autograd.collect_metadata_analysis as cma
 
-        attach = cma.attach_replay_plan
-        cma.attach_replay_plan = spy
+        plan_replay = cma.plan_replay
+        cma.plan_replay = spy
         try:
             torch._dynamo.reset()
             fn = PROGRAMS["slice+t-input"].fn
             torch.compile(fn, backend="aot_eager", dynamic=True)(torch.randn(6, 4, requires_grad=True))
         finally:
-            cma.attach_replay_plan = attach
+            cma.plan_replay = plan_replay
         (plan,) = plans
         self.assertIsInstance(plan, view_replay.ViewReplayPlan)
         self.assertEqual(plan.view_metas, ("slice_Tensor_ViewMeta", "t_ViewMeta"))

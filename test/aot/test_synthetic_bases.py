@@ -84,18 +84,16 @@ class TestRemapPlanInputs(CompileTestCase):
             input_indices=(2,),
         )
 
-        class Sequence:  # what the hook reads of a ViewMetaSequence
-            replay_plan = plan
-
-        moved = remap_plan_inputs(Sequence(), {2: 0}.get)
-        self.assertIs(Sequence.replay_plan, plan)  # the original is left alone
-        self.assertEqual(moved.replay_plan.input_indices, (0,))
+        moved = remap_plan_inputs(plan, {2: 0}.get)
+        self.assertEqual(plan.input_indices, (2,))  # the original is left alone
+        self.assertEqual(moved.input_indices, (0,))
         x = torch.arange(6)
-        self.assertEqual(moved.replay_plan.replay(x, None, {0: 4}, None), x[:4])
-        merged = remap_plan_inputs(Sequence(), lambda i: None)
-        self.assertIsInstance(merged.replay_plan, UnplannableView)
-        self.assertEqual(merged.replay_plan.reason, FallbackReason.UNBOUND_SYMBOL)
-        self.assertIn("synthetic base", merged.replay_plan.detail)
+        self.assertEqual(moved.replay(x, None, {0: 4}, None), x[:4])
+        self.assertIs(remap_plan_inputs(plan, {2: 2}.get), plan)
+        merged = remap_plan_inputs(plan, lambda i: None)
+        self.assertIsInstance(merged, UnplannableView)
+        self.assertEqual(merged.reason, FallbackReason.UNBOUND_SYMBOL)
+        self.assertIn("synthetic base", merged.detail)
 
 
 instantiate_parametrized_tests(TestSyntheticBaseIndices)

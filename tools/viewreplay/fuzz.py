@@ -171,6 +171,22 @@ EAGER_ONLY_ERRORS: tuple[str, ...] = (
 KNOWN_UPSTREAM_ERRORS: list[tuple[str, str, str]] = [
     (
         "RuntimeError",
+        r"expand: the requested shape has too few dimensions",
+        "as_strided_ on an alias of an input, then expand of the alias: Dynamo's fake tensor "
+        "call of expand fails while tracing (TorchRuntimeError; stock raises the same). "
+        "def f(x): v = torch.ops.aten.alias(x); v.as_strided_((2, 2), (1, 2)); "
+        "v.unsqueeze(0).expand(2, *v.shape); return (x,) with x of (4,).",
+    ),
+    (
+        "IndexError",
+        r"select\(\) cannot be applied to a 0-dim tensor",
+        "an output that views an intermediate whose metadata is then mutated in place: the "
+        "output is regenerated off the squeezed intermediate and its select() fails (stock "
+        "raises the same). def f(x, w): y = x @ w; v = y[y.shape[0] - 1]; y.squeeze_(); "
+        "return (v,) with x of (1, 1, 1), w of (1, 1) requiring grad.",
+    ),
+    (
+        "RuntimeError",
         r"BackendCompilerFailed[\s\S]*needed for gradient computation has been modified by an "
         r"inplace operation",
         "an input mutated in place while an expand()ed view of it, another input, is saved for "

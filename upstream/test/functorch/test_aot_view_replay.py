@@ -144,22 +144,22 @@ class TestViewReplayFallback(TestCase):
 
 class TestViewReplayPlan(TestCase):
     def _plans_of(self, fn, *args, dynamic=True):
-        """Compile ``fn`` and return the replay plans attached to its aliased outputs."""
+        """Compile ``fn`` and return the replay plans of its aliased outputs' ViewMetaSequences."""
         import torch._functorch._aot_autograd.collect_metadata_analysis as cma
 
         plans = []
-        attach = cma.attach_replay_plan
+        plan_replay = cma.plan_replay
 
-        def recording_attach(view_meta_sequence, out, *, base, inputs):
-            attach(view_meta_sequence, out, base=base, inputs=inputs)
-            plans.append(view_meta_sequence.replay_plan)
+        def recording_plan_replay(view_meta_sequence, out, *, base, inputs):
+            plans.append(plan_replay(view_meta_sequence, out, base=base, inputs=inputs))
+            return plans[-1]
 
-        cma.attach_replay_plan = recording_attach
+        cma.plan_replay = recording_plan_replay
         try:
             torch._dynamo.reset()
             torch.compile(fn, backend="aot_eager", dynamic=dynamic)(*args)
         finally:
-            cma.attach_replay_plan = attach
+            cma.plan_replay = plan_replay
         return plans
 
     def test_plan_pickles_and_replays(self):

@@ -42,32 +42,33 @@ from .multi_output import (
     MultiOutputGroups,
 )
 from .plan import (
-    attach_replay_plan,
     inputs_read_by_replay,
-    make_view_meta_sequence_runtime_safe,
+    output_alias_info_runtime_safe,
+    plan_replay,
     remap_plan_inputs,
+    ReplayPlan,
     UnplannableView,
     ViewReplayPlan,
 )
 from .replay import make_regenerator, regenerate_alias, Regenerator
-from .subclass import plan_subclass_view_chain, SubclassViewChain, with_dense_intermediate_bases
+from .subclass import plan_subclass_view_chain, with_dense_intermediate_bases
 
 
 __all__ = [
     "FallbackReason",
     "MultiOutputGroups",
     "Regenerator",
-    "SubclassViewChain",
+    "ReplayPlan",
     "UnplannableView",
     "ViewReplayFallbackError",
     "ViewReplayPlan",
-    "attach_replay_plan",
     "config",
     "hide_input_multi_output_aliasing",
     "hide_intermediate_alias",
     "inputs_read_by_replay",
     "make_regenerator",
-    "make_view_meta_sequence_runtime_safe",
+    "output_alias_info_runtime_safe",
+    "plan_replay",
     "plan_subclass_view_chain",
     "regenerate_alias",
     "remap_plan_inputs",

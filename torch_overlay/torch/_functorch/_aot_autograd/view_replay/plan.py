@@ -33,7 +33,6 @@ UnplannableView carrying the reason, and the runtime goes to the fallback point.
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -456,106 +455,101 @@ def _may_hold_identity_slice(view_meta_sequence: Any) -> bool:
     return any(type(vm).__name__ == _SLICE for vm in view_meta_sequence.sequence[:-1])
 
 
-def attach_replay_plan(
+# What the output-alias metadata holds for view replay (OutputAliasInfo.replay_plan).
+ReplayPlan = ViewReplayPlan | UnplannableView | None
+
+
+def plan_replay(
     view_meta_sequence: Any,
     out: Tensor,
     *,
     base: Tensor | None,
     inputs: Sequence[object],
-) -> None:
-    """Compile-time hook: give a ViewMetaSequence its replay plan, if it needs one.
+) -> ReplayPlan:
+    """Compile-time hook: the replay plan of an output's ViewMetaSequence, if it needs one.
 
-    ``base`` is the (functional) tensor the output will be regenerated from at
-    runtime; ``inputs`` are the graph's flat (functional) inputs. Sequences
-    that need a plan (:func:`needs_replay_plan`) get one. A static sequence
-    gets one if it holds a ViewMeta whose arguments cannot be pickled safely
-    (Note [Reading ViewMeta arguments]) or an identity slice to drop (Note
-    [Identity slices]), and the plan could be made; a sequence holding a
-    ViewMeta whose forward() must not run keeps the UnplannableView (the
-    output falls back). The others get ``replay_plan = None``: the runtime
-    replays their ViewMetas as they are (and make_view_meta_sequence_runtime_safe
-    keeps unreadable ones out of the cache).
+    The result is the output's ``OutputAliasInfo.replay_plan``. ``base`` is the
+    (functional) tensor the output will be regenerated from at runtime;
+    ``inputs`` are the graph's flat (functional) inputs. Sequences that need a
+    plan (:func:`needs_replay_plan`) get one. A static sequence gets one if it
+    holds a ViewMeta whose arguments cannot be pickled safely (Note [Reading
+    ViewMeta arguments]) or an identity slice to drop (Note [Identity slices]),
+    and the plan could be made; a sequence holding a ViewMeta whose forward()
+    must not run keeps the UnplannableView (the output falls back). The others
+    get None: the runtime replays their ViewMetas as they are (and
+    output_alias_info_runtime_safe keeps unreadable ones out of the cache).
     """
     sequence = view_meta_sequence.sequence
-    plan: ViewReplayPlan | UnplannableView | None = None
     if needs_replay_plan(view_meta_sequence):
-        plan = plan_view_replay(sequence, base=base, target=out, inputs=inputs)
-    elif _unreadable_view_metas(view_meta_sequence) or _may_hold_identity_slice(view_meta_sequence):
-        plan = plan_view_replay(sequence, base=base, target=out, inputs=inputs)
-        if isinstance(plan, ViewReplayPlan):
-            if len(plan.view_metas) == len(sequence) and not _unreadable_view_metas(view_meta_sequence):
-                plan = None  # nothing to drop, nothing to hide from the cache
-        elif not any(unreplayable_reason(type(vm).__name__) for vm in sequence):
-            plan = None  # replayed as recorded here; kept out of the cache
-    view_meta_sequence.replay_plan = plan
+        return plan_view_replay(sequence, base=base, target=out, inputs=inputs)
+    if not (_unreadable_view_metas(view_meta_sequence) or _may_hold_identity_slice(view_meta_sequence)):
+        return None
+    plan = plan_view_replay(sequence, base=base, target=out, inputs=inputs)
+    if isinstance(plan, ViewReplayPlan):
+        if len(plan.view_metas) == len(sequence) and not _unreadable_view_metas(view_meta_sequence):
+            return None  # nothing to drop, nothing to hide from the cache
+        return plan
+    if any(unreplayable_reason(type(vm).__name__) for vm in sequence):
+        return plan
+    return None  # replayed as recorded here; kept out of the cache
 
 
-def inputs_read_by_replay(view_meta_sequence: Any) -> tuple[int, ...]:
+def inputs_read_by_replay(replay_plan: ReplayPlan) -> tuple[int, ...]:
     """Runtime-wrapper hook: indices of graph inputs that an output's replay plan reads."""
-    plan = getattr(view_meta_sequence, "replay_plan", None)
-    return plan.input_indices if isinstance(plan, ViewReplayPlan) else ()
+    return replay_plan.input_indices if isinstance(replay_plan, ViewReplayPlan) else ()
 
 
-def remap_plan_inputs(view_meta_sequence: Any, new_index: Callable[[int], int | None]) -> Any:
+def remap_plan_inputs(replay_plan: ReplayPlan, new_index: Callable[[int], int | None]) -> ReplayPlan:
     """Hook for AOTAutograd's rewrites of the graph's inputs (deduplicated arguments,
-    synthetic bases): ``view_meta_sequence`` with a plan that reads input ``new_index(i)``
-    where it read input ``i``.
+    synthetic bases): ``replay_plan``, reading input ``new_index(i)`` where it read input ``i``.
 
     ``new_index`` gives None for an input that is no longer a runtime input (merged into a
-    synthetic base): such a plan cannot read its symbols, and the output falls back. The
-    sequence itself is not modified; the outer metadata may still hold it.
+    synthetic base): such a plan cannot read its symbols, and the output falls back.
     """
-    plan = getattr(view_meta_sequence, "replay_plan", None)
-    if not isinstance(plan, ViewReplayPlan) or not plan.input_indices:
-        return view_meta_sequence
-    mapping = {i: new_index(i) for i in plan.input_indices}
-    remapped = copy.copy(view_meta_sequence)
+    if not isinstance(replay_plan, ViewReplayPlan) or not replay_plan.input_indices:
+        return replay_plan
+    mapping = {i: new_index(i) for i in replay_plan.input_indices}
     if any(j is None for j in mapping.values()):
-        remapped.replay_plan = UnplannableView(
+        return UnplannableView(
             FallbackReason.UNBOUND_SYMBOL,
-            f"view chain {plan.view_metas}: its symbols are read off graph inputs "
+            f"view chain {replay_plan.view_metas}: its symbols are read off graph inputs "
             f"{sorted(i for i, j in mapping.items() if j is None)}, merged into a synthetic base",
         )
-    elif any(i != j for i, j in mapping.items()):
-        remapped.replay_plan = dataclasses.replace(
-            plan,
-            # The plan's source reads inputs only as SymbolLocator.python_expr renders them.
-            source=re.sub(
-                r"\binputs\[(\d+)\]", lambda m: f"inputs[{mapping[int(m.group(1))]}]", plan.source
-            ),
-            input_indices=tuple(sorted(set(mapping.values()))),  # type: ignore[type-var]
-            _fn=None,
-        )
-    return remapped
+    if all(i == j for i, j in mapping.items()):
+        return replay_plan
+    return dataclasses.replace(
+        replay_plan,
+        # The plan's source reads inputs only as SymbolLocator.python_expr renders them.
+        source=re.sub(
+            r"\binputs\[(\d+)\]", lambda m: f"inputs[{mapping[int(m.group(1))]}]", replay_plan.source
+        ),
+        input_indices=tuple(sorted(set(mapping.values()))),  # type: ignore[type-var]
+        _fn=None,
+    )
 
 
-def make_view_meta_sequence_runtime_safe(view_meta_sequence: Any) -> Any:
-    """Cache hook: ``view_meta_sequence``, or a picklable copy of it.
+def output_alias_info_runtime_safe(out_info: Any) -> Any:
+    """Cache hook: ``out_info`` (an OutputAliasInfo), or a copy of it that pickles safely.
 
     A sequence with symbolic ViewMetas holds SymInts, which do not pickle, and
     one with a ViewMeta whose arguments are pickled through a dangling
-    reference would store garbage (Note [Reading ViewMeta arguments]); so does
-    any sequence replayed through a plan need nothing but the plan. The copy
-    keeps only the plan (or the reason it has none); other sequences pickle
-    as they are.
+    reference would store garbage (Note [Reading ViewMeta arguments]); a
+    sequence replayed through a plan needs nothing but the plan. The copy
+    drops the sequence and keeps the plan, or the reason it has none; other
+    outputs pickle as they are.
     """
-    plan = getattr(view_meta_sequence, "replay_plan", None)
-    unreadable = _unreadable_view_metas(view_meta_sequence)
-    if plan is None and not unreadable and not any(
-        vm.has_symbolic_inputs for vm in view_meta_sequence.sequence
-    ):
-        return view_meta_sequence
-    if plan is None:
-        if unreadable:
-            plan = UnplannableView(
-                FallbackReason.UNREADABLE_VIEW_META,
-                f"{view_meta_sequence!r} was replayed as recorded, but cannot be cached: "
-                f"{unreadable_reason(unreadable[0])}",
-            )
-        else:
-            plan = UnplannableView(FallbackReason.NO_VIEW_META, "symbolic view chain was not planned")
-    safe = object.__new__(type(view_meta_sequence))
-    safe.sequence = []
-    safe.metadata = None
-    safe.replay_plan = plan
-    return safe
+    sequence, plan = out_info.view_meta_sequence, out_info.replay_plan
+    if sequence is None:
+        return out_info
+    unreadable = _unreadable_view_metas(sequence)
+    if plan is None and not unreadable and not any(vm.has_symbolic_inputs for vm in sequence.sequence):
+        return out_info
+    if plan is None and unreadable:
+        plan = UnplannableView(
+            FallbackReason.UNREADABLE_VIEW_META,
+            f"{sequence!r} was replayed as recorded, but cannot be cached: "
+            f"{unreadable_reason(unreadable[0])}",
+        )
+    elif plan is None:
+        plan = UnplannableView(FallbackReason.NO_VIEW_META, f"{sequence!r} has symbolic arguments but no plan")
+    return dataclasses.replace(out_info, view_meta_sequence=None, replay_plan=plan)

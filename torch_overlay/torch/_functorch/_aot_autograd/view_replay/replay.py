@@ -50,12 +50,9 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from .fallback import as_strided_fallback, FallbackReason, record_fallback
 from .multi_output import MultiOutputGroups
-from .plan import ReplayFn, UnplannableView
+from .plan import ReplayFn, ReplayPlan, UnplannableView
 from .subclass import same_inner_layouts
 
-
-# replay_plan of a ViewMetaSequence that attach_replay_plan did not see.
-_NOT_PLANNED = object()
 
 InputsArg = Mapping[int, object] | None
 # regenerate(base, target, inputs, groups) -> the verified view, with the output's requires_grad
@@ -128,33 +125,39 @@ def _fallback(
     return out
 
 
-def _unplannable(view_meta_sequence: Any, plan: object) -> UnplannableView | None:
-    """Why a recorded ViewMeta sequence (with its ``replay_plan``) cannot be replayed at all, if it cannot."""
-    if plan is _NOT_PLANNED and any(vm.has_symbolic_inputs for vm in view_meta_sequence.sequence):
-        # Built outside collect_metadata_analysis (attach_replay_plan never saw it).
+def _unplannable(view_meta_sequence: Any, plan: ReplayPlan) -> UnplannableView | None:
+    """Why the output (its recorded ViewMetas and its ``replay_plan``) cannot be replayed, if it cannot."""
+    if isinstance(plan, UnplannableView):
+        return plan
+    if plan is None and view_meta_sequence is not None and any(
+        vm.has_symbolic_inputs for vm in view_meta_sequence.sequence
+    ):
+        # Recorded outside collect_metadata_analysis (plan_replay never saw it).
         return UnplannableView(
             FallbackReason.NO_VIEW_META,
             f"{view_meta_sequence!r} has symbolic arguments but no replay plan",
         )
-    return plan if isinstance(plan, UnplannableView) else None
+    return None
 
 
 def make_regenerator(
-    view_meta_sequence: Any, *, requires_grad: bool, replay_views: bool
+    view_meta_sequence: Any, replay_plan: ReplayPlan, *, requires_grad: bool, replay_views: bool
 ) -> Regenerator:
     """Resolve, once per aliased output, how it is regenerated.
 
-    Returns ``regenerate(base, target, inputs, groups)``; see Note [Precompiled
+    ``view_meta_sequence`` and ``replay_plan`` are the output's
+    OutputAliasInfo fields: a plan is replayed, else the recorded ViewMetas,
+    else the view function autograd recorded. Returns
+    ``regenerate(base, target, inputs, groups)``; see Note [Precompiled
     regenerators]. ``target`` is the graph's own output for this alias (or,
     while tracing synthetic bases, a fake view); ``inputs`` are the runtime
     inputs kept for the epilogue, read by plans whose symbols come from them;
     ``groups`` caches the pieces of multi-output views for one runtime call
     (Note [Multi-output views]).
     """
-    if view_meta_sequence is None or not replay_views:
+    if not replay_views or (view_meta_sequence is None and replay_plan is None):
         return _regenerate_without_view_metas(requires_grad, replay_views)
-    plan = getattr(view_meta_sequence, "replay_plan", _NOT_PLANNED)
-    unplannable = _unplannable(view_meta_sequence, plan)
+    unplannable = _unplannable(view_meta_sequence, replay_plan)
     if unplannable is not None:
         reason, detail = unplannable.reason, unplannable.detail
 
@@ -166,7 +169,7 @@ def make_regenerator(
         return regenerate_by_fallback
 
     view: ReplayFn
-    if plan is None or plan is _NOT_PLANNED:
+    if replay_plan is None:
         steps = view_meta_sequence.sequence
 
         def view(base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None) -> Tensor:
@@ -175,6 +178,7 @@ def make_regenerator(
         describe = view_meta_sequence.__repr__
         reads_inputs = False
     else:
+        plan = replay_plan
         view = plan.replay  # compiles the plan's source now, not on the first call
         names = plan.view_metas
 
@@ -276,6 +280,7 @@ def regenerate_alias(
     replay_views: bool,
     inputs: InputsArg = None,
     groups: MultiOutputGroups | None = None,
+    replay_plan: ReplayPlan = None,
 ) -> Tensor:
     """Regenerate ``target_meta_tensor`` as a view of ``aliased_base_tensor``, resolving the way now.
 
@@ -283,6 +288,6 @@ def regenerate_alias(
     wrapper's alias function (which holds one regenerator per output).
     """
     regenerate = make_regenerator(
-        target_view_meta_sequence, requires_grad=target_requires_grad, replay_views=replay_views
+        target_view_meta_sequence, replay_plan, requires_grad=target_requires_grad, replay_views=replay_views
     )
     return regenerate(aliased_base_tensor, target_meta_tensor, inputs, groups)

@@ -81,37 +81,14 @@ class _RecordOuterViews(TorchDispatchMode):
         return out
 
 
-class SubclassViewChain:
-    """Stands in for a ViewMetaSequence on a subclass output: the outer view chain's plan."""
-
-    # No ViewMetas: make_runtime_safe() and the runtime only look at replay_plan.
-    sequence: tuple[()] = ()
-
-    def __init__(self, replay_plan: ViewReplayPlan | UnplannableView) -> None:
-        self.replay_plan = replay_plan
-
-    def __repr__(self) -> str:
-        plan = self.replay_plan
-        steps = plan.view_metas if isinstance(plan, ViewReplayPlan) else plan.reason.name
-        return f"SubclassViewChain({steps})"
-
-    def __eq__(self, other: object) -> bool:
-        if other is None:
-            return True
-        if not isinstance(other, SubclassViewChain):
-            return NotImplemented
-        return self.replay_plan == other.replay_plan
-
-
 def plan_subclass_view_chain(
     out: Tensor, *, base: Tensor | None, inputs: Sequence[object]
-) -> SubclassViewChain:
-    """Compile-time hook: plan the outer view chain of a subclass output aliasing ``base``."""
+) -> ViewReplayPlan | UnplannableView:
+    """Compile-time hook: the replay plan (OutputAliasInfo.replay_plan) of the outer view
+    chain of a subclass output aliasing ``base``; such outputs record no ViewMetaSequence."""
     if not config.replay_subclass_views:
-        return SubclassViewChain(
-            UnplannableView(FallbackReason.REPLAY_DISABLED, "view_replay.config.replay_subclass_views is off")
-        )
-    return SubclassViewChain(_plan(out, base=base, inputs=inputs))
+        return UnplannableView(FallbackReason.REPLAY_DISABLED, "view_replay.config.replay_subclass_views is off")
+    return _plan(out, base=base, inputs=inputs)
 
 
 def _plan(out: Tensor, *, base: Tensor | None, inputs: Sequence[object]) -> ViewReplayPlan | UnplannableView:

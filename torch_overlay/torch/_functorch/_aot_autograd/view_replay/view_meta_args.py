@@ -46,7 +46,7 @@ dimension ..." or crashes)::
     outs = torch.compile(f, backend="inductor")(x, w)
     sum(o.sum() for o in outs).backward()
 
-Hence ``make_view_meta_sequence_runtime_safe`` (plan.py) never lets such a
+Hence ``output_alias_info_runtime_safe`` (plan.py) never lets such a
 sequence be pickled: the cache keeps its replay plan instead.
 
 Which generated classes own their data follows from the codegen (it decays
