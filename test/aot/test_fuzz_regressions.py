@@ -260,6 +260,13 @@ class TestFuzzRegressions(TestCase):
                 ),
                 outputs=(3,),
             ),
+            # squeeze_ through conj() of a real input (the input itself): Dynamo keeps its old
+            # sizes for the rest of the frame; such programs are not checked.
+            "metadata change through a self-returning view": Program(
+                inputs=(InputSpec((1, 2), requires_grad=False),),
+                steps=(Step("view", "conj", 0), Step("mutation", "squeeze_", 1), Step("view", "as_strided", 0)),
+                outputs=(2,),
+            ),
             # dynamic=True, t_ of an input's alias: Dynamo's "Guard failed on the same frame".
             "in-place transpose of an input": Program(
                 inputs=(InputSpec((2, 3), requires_grad=False),),
