@@ -267,6 +267,19 @@ class TestFuzzRegressions(TestCase):
                 steps=(Step("view", "conj", 0), Step("mutation", "squeeze_", 1), Step("view", "as_strided", 0)),
                 outputs=(2,),
             ),
+            # copy_ from a piece of the destination itself: values differ, stock identical.
+            "copy_ from an alias of the destination": Program(
+                inputs=(InputSpec((2, 2), requires_grad=False),),
+                steps=(Step("view", "unbind_last", 0), Step("mutation", "copy_", 0, 1)),
+                outputs=(0,),
+            ),
+            # An alias of an intermediate whose metadata changed in place: METADATA_MISMATCH
+            # (accepted; stock raises an AssertionError).
+            "alias of an intermediate changed in place": Program(
+                inputs=(InputSpec((1, 1), requires_grad=True),),
+                steps=(Step("pointwise", "add_y", 0, 0), Step("mutation", "unsqueeze_", 1), Step("view", "alias", 1)),
+                outputs=(1, 2),
+            ),
             # dynamic=True, t_ of an input's alias: Dynamo's "Guard failed on the same frame".
             "in-place transpose of an input": Program(
                 inputs=(InputSpec((2, 3), requires_grad=False),),
