@@ -280,6 +280,18 @@ class TestFuzzRegressions(TestCase):
                 steps=(Step("pointwise", "add_y", 0, 0), Step("mutation", "unsqueeze_", 1), Step("view", "alias", 1)),
                 outputs=(1, 2),
             ),
+            # Views of an intermediate, then unsqueeze_ of it: eager's backward raises, compiled
+            # code (stock too) does not.
+            "backward after a base's metadata change": Program(
+                inputs=(InputSpec((1, 1, 1), requires_grad=False), InputSpec((1, 1), requires_grad=True)),
+                steps=(
+                    Step("unsafe_view", "matmul", 0, 1),
+                    Step("view", "select", 2),
+                    Step("view", "neg_view", 2),
+                    Step("mutation", "unsqueeze_", 2),
+                ),
+                outputs=(3, 4),
+            ),
             # dynamic=True, t_ of an input's alias: Dynamo's "Guard failed on the same frame".
             "in-place transpose of an input": Program(
                 inputs=(InputSpec((2, 3), requires_grad=False),),
