@@ -292,6 +292,16 @@ class TestFuzzRegressions(TestCase):
                 ),
                 outputs=(3, 4),
             ),
+            # The same, with as_strided_ of the intermediate: select() index out of range.
+            "view of an intermediate restrided in place": Program(
+                inputs=(InputSpec((2, 1), requires_grad=True),),
+                steps=(
+                    Step("unsafe_view", "expand_flatten", 0),
+                    Step("view", "select", 1),
+                    Step("mutation", "as_strided_", 1),
+                ),
+                outputs=(2,),
+            ),
             # dynamic=True, t_ of an input's alias: Dynamo's "Guard failed on the same frame".
             "in-place transpose of an input": Program(
                 inputs=(InputSpec((2, 3), requires_grad=False),),

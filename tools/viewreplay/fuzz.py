@@ -207,11 +207,14 @@ KNOWN_UPSTREAM_ERRORS: list[tuple[str, str, str]] = [
     ),
     (
         "IndexError",
-        r"select\(\) cannot be applied to a 0-dim tensor",
+        r"select\(\) cannot be applied to a 0-dim tensor|select\(\): index .+? out of range",
         "an output that views an intermediate whose metadata is then mutated in place: the "
-        "output is regenerated off the squeezed intermediate and its select() fails (stock "
-        "raises the same). def f(x, w): y = x @ w; v = y[y.shape[0] - 1]; y.squeeze_(); "
-        "return (v,) with x of (1, 1, 1), w of (1, 1) requiring grad.",
+        "output's select() is replayed off the changed intermediate and fails (stock raises "
+        "the same). def f(x, w): y = x @ w; v = y[y.shape[0] - 1]; y.squeeze_(); "
+        "return (v,) with x of (1, 1, 1), w of (1, 1) requiring grad; def f(w): y = "
+        "w.unsqueeze(0).expand(2, *w.shape).flatten(0, 1); v = y[y.shape[0] - 1]; "
+        "y.as_strided_((2, 2), (1, 2)); return (v,) with w of (2, 1) requiring grad (the index "
+        "is symbolic with dynamic=True).",
     ),
     (
         "RuntimeError",
