@@ -79,6 +79,24 @@ class TestFuzzRegressions(TestCase):
         )
         _check(program)
 
+    @unittest.expectedFailure
+    def test_alias_of_a_synthetic_base_input_keeps_its_storage_offset(self) -> None:
+        # Open overlay bug (fuzz --long, chunk seed 22): an alias of an input merged into a
+        # synthetic base replays to eager's metadata (offset 1), but the graph's raw output
+        # says offset 0, so the verification falls back (METADATA_MISMATCH) to as_strided()
+        # with offset 0: wrong metadata. Stock replays its ViewMetas, checks only the shape,
+        # and returns offset 1. def f(x, a): with torch.no_grad(): a.add_(1);
+        # return a, a.unsqueeze(0).squeeze((0,)) with a = x[1:], x of (4, 1) requiring grad.
+        from viewreplay.fuzz import InputSpec, Program, Step
+
+        _check(
+            Program(
+                inputs=(InputSpec((4, 1), requires_grad=True), InputSpec((), requires_grad=True, of=0, view="slice")),
+                steps=(Step("mutation", "nograd_add_", 1), Step("view", "squeeze_dims", 1)),
+                outputs=(1, 2),
+            )
+        )
+
     def test_inductor_copies_of_reshaped_values_stay_excluded(self) -> None:
         # Found by the fuzzer with the _unsafe_view producers (issue #13); stock 2.13.0 behaves
         # the same. Inductor materialises v[1::2] of a copying flatten as a fresh contiguous
@@ -301,6 +319,17 @@ class TestFuzzRegressions(TestCase):
                     Step("mutation", "as_strided_", 1),
                 ),
                 outputs=(2,),
+            ),
+            # Views of an input merged into a synthetic base whose ViewMetas fail on it
+            # (REPLAY_ERROR, accepted; stock raises).
+            "views of an input merged into a synthetic base": Program(
+                inputs=(InputSpec((4,), requires_grad=False), InputSpec((), requires_grad=False, of=0, view="select")),
+                steps=(
+                    Step("mutation", "nograd_add_", 0),
+                    Step("view", "expand", 1),
+                    Step("view", "expand", 2),
+                ),
+                outputs=(1, 3),
             ),
             # dynamic=True, t_ of an input's alias: Dynamo's "Guard failed on the same frame".
             "in-place transpose of an input": Program(
