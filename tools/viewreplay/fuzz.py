@@ -208,6 +208,14 @@ EAGER_ONLY_BACKWARD_ERRORS: tuple[str, ...] = (
 KNOWN_UPSTREAM_ERRORS: list[tuple[str, str, str]] = [
     (
         "RuntimeError",
+        r"Split sizes add up to \d+ but got the tensor's size of \d+",
+        "t_ of an intermediate, then split by its new shape: Dynamo's fake tensor keeps the "
+        "shape before t_ for shape[0], and the split fails while tracing (TorchRuntimeError; "
+        "stock raises the same). def f(x): v = x * 1; v.t_(); return v.split([1, "
+        "v.shape[0] - 1]) with x of (3, 5).",
+    ),
+    (
+        "RuntimeError",
         r"expand: the requested shape has too few dimensions",
         "as_strided_ on an alias of an input, then expand of the alias: Dynamo's fake tensor "
         "call of expand fails while tracing (TorchRuntimeError; stock raises the same). "
