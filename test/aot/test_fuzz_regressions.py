@@ -79,13 +79,13 @@ class TestFuzzRegressions(TestCase):
         )
         _check(program)
 
-    @unittest.expectedFailure
     def test_alias_of_a_synthetic_base_input_keeps_its_storage_offset(self) -> None:
-        # Open overlay bug (fuzz --long, chunk seed 22): an alias of an input merged into a
-        # synthetic base replays to eager's metadata (offset 1), but the graph's raw output
-        # says offset 0, so the verification falls back (METADATA_MISMATCH) to as_strided()
-        # with offset 0: wrong metadata. Stock replays its ViewMetas, checks only the shape,
-        # and returns offset 1. def f(x, a): with torch.no_grad(): a.add_(1);
+        # Overlay bug found by fuzz --long (chunk seed 22), fixed by patch 0011: an alias of
+        # an input that the graph mutates (here merged into a synthetic base) replays to
+        # eager's metadata (offset 1), but the graph's raw output is a view of the mutation's
+        # new value (offset 0); verifying against it fell back (METADATA_MISMATCH) to
+        # as_strided() with offset 0. See Note [Aliases of inputs mutated by the graph] and
+        # test_mutated_input_aliases.py. def f(x, a): with torch.no_grad(): a.add_(1);
         # return a, a.unsqueeze(0).squeeze((0,)) with a = x[1:], x of (4, 1) requiring grad.
         from viewreplay.fuzz import InputSpec, Program, Step
 

@@ -113,29 +113,6 @@ class TestSymbolSources(CompileTestCase):
         expected[:5] = 2
         self.assertEqual(x.grad, expected)
 
-    @unittest.skipUnless(PATCHED, "the fallback point exists only in the patched wheel")
-    def test_unbindable_symbol_falls_back_with_reason(self) -> None:
-        # The narrow's start u0 comes from .item(): no input, base or output
-        # size equals it, so the plan cannot bind it and the output falls back.
-        def fn(x, n):
-            k = n.item()
-            torch._check(k >= 0)
-            torch._check(k + 2 <= x.shape[0])
-            return x.narrow(0, k, 2)
-
-        x = torch.randn(8, 3, requires_grad=True)
-        with torch._dynamo.config.patch(capture_scalar_outputs=True):
-            compiled = torch.compile(fn, backend="aot_eager", dynamic=True, fullgraph=True)
-            out = compiled(x, torch.tensor(3))
-            self.assertEqual(out, x[3:5])
-            self.assertEqual(out.storage_offset(), 9)
-            self.assertEqual(_grad_fns([out]), ["AsStridedBackward0"])
-            self.assertEqual(fallback_counts(), {"UNBOUND_SYMBOL": 1})
-            with view_replay_config.patch(strict=True):
-                with self.assertRaisesRegex(ViewReplayFallbackError, r"UNBOUND_SYMBOL.*no runtime source for \['u\d+'\]"):
-                    compiled(x, torch.tensor(3))
-
-
 class TestUnbackedSlices(CompileTestCase):
     """Slices by .item() values without torch._check: planning replays the chain on the traced
     base, which makes up fresh unbacked sizes; they must not become the graph's pending
@@ -160,10 +137,12 @@ class TestUnbackedSlices(CompileTestCase):
                     self.assertEqual(out, ref(x))
                     self.assertEqual(out.stride(), ref(x).stride())
                     self.assertEqual(out.storage_offset(), ref(x).storage_offset())
-                    # The known limit (README): the start/end u0 has no runtime source yet.
-                    self.assertIn("AsStridedBackward0", autograd_nodes([out]))
+                    # u0 is returned by the graph (Note [Symbol outputs]); stock falls back.
                     if PATCHED:
-                        self.assertEqual(set(fallback_counts()), {"UNBOUND_SYMBOL"})
+                        self.assertNotIn("AsStridedBackward0", autograd_nodes([out]))
+                        self.assertEqual(fallback_counts(), {})
+                    else:
+                        self.assertIn("AsStridedBackward0", autograd_nodes([out]))
 
 
 class TestPlanPickles(TestCase):
@@ -173,8 +152,8 @@ class TestPlanPickles(TestCase):
 
         plans = []
 
-        def spy(vms, out, *, base, inputs):
-            plans.append(plan_replay(vms, out, base=base, inputs=inputs))
+        def spy(vms, out, **sources):
+            plans.append(plan_replay(vms, out, **sources))
             return plans[-1]
 
         import torch._functorch._aot_autograd.collect_metadata_analysis as cma

@@ -96,8 +96,9 @@ ACCEPTED_FALLBACKS: dict[str, dict[str, str]] = {
         "base, the verification sees other metadata, and the output is regenerated off the "
         "synthetic base with as_strided() (upstream's synthetic-base design; stock raises "
         "'incorrect out shape after application of ViewMeta sequence' instead). Accepted as a "
-        "fallback only: the result is still compared, and one case returns a wrong storage "
-        "offset (open overlay bug, the expected failure in test_fuzz_regressions.py). def f(x, a): "
+        "fallback only: the result is still compared (an alias of such an input that the graph "
+        "mutates once fell back with the graph's storage offset: fixed by patch 0011, Note "
+        "[Aliases of inputs mutated by the graph]). def f(x, a): "
         "x.add_(1); return (torch.ops.aten.alias(a),) with a = x.unsqueeze(0).expand(2, "
         "*x.shape), x of (1,). Found once the rerun without strict mode checked its fallbacks",
         "intermediate_metadata_mutation": "an output aliasing an intermediate whose metadata was "
@@ -115,8 +116,10 @@ ACCEPTED_FALLBACKS: dict[str, dict[str, str]] = {
         "b.unsqueeze(0).expand(2, *b.shape) with a = x[1], x of (4,)",
     },
     "UNBOUND_SYMBOL": {
-        "unbacked": "a symbol equal to no input, base or output size (unbacked values from "
-        ".item()); the generator makes no such programs today, the entry documents the known limit",
+        "unbacked": "a symbol that appears only in expressions of several unbound symbols "
+        "(x.narrow(0, a + b, 2) with a, b = t.tolist()); other unbacked symbols are returned by "
+        "the graph (Note [Symbol outputs]). The generator makes no .item() programs today, the "
+        "entry documents the known limit",
     },
 }
 

@@ -15,6 +15,8 @@ view-replay patch series):
   * plan.py     compile time: plans the replay of view chains with symbolic
                 arguments (Note [Symbolic view replay]);
   * symbols.py  compile time: binds each free symbol to a runtime value;
+  * symbol_outputs.py  the graph returns the symbols that no value carries
+                (Note [Symbol outputs]);
   * view_meta_args.py  compile time: reads ViewMeta arguments without 2.13's
                 unsafe accessor (Note [Reading ViewMeta arguments]);
   * multi_output.py  pieces of unbind/split/chunk: classification hooks and
@@ -51,6 +53,7 @@ from .plan import (
     ViewReplayPlan,
 )
 from .replay import make_regenerator, regenerate_alias, Regenerator
+from .symbol_outputs import symbol_output_slice, SymbolOutputs, with_symbol_outputs
 from .subclass import plan_subclass_view_chain, with_dense_intermediate_bases
 
 
@@ -72,5 +75,8 @@ __all__ = [
     "plan_subclass_view_chain",
     "regenerate_alias",
     "remap_plan_inputs",
+    "symbol_output_slice",
+    "SymbolOutputs",
+    "with_symbol_outputs",
     "with_dense_intermediate_bases",
 ]

@@ -36,7 +36,7 @@ import contextlib
 import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import sympy
 
@@ -57,7 +57,7 @@ from .multi_output import (
     OUT_INDEX_POSITION,
     pieces_of,
 )
-from .symbols import locate_symbols, RuntimeSource
+from .symbols import locate_symbols, RuntimeSource, SymbolLocator
 from .view_meta_args import (
     arguments_readable,
     unreadable_reason,
@@ -65,6 +65,10 @@ from .view_meta_args import (
     unreplayable_reason,
     view_meta_arguments,
 )
+
+
+if TYPE_CHECKING:
+    from .symbol_outputs import SymbolOutputs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,9 +139,9 @@ def _resolve_constant(path: str) -> object:
     return obj
 
 
-# replay(base, target, inputs, groups) -> the regenerated view
+# replay(base, target, inputs, groups, outputs=None) -> the regenerated view
 ReplayFn = Callable[
-    [Tensor, Tensor, Mapping[int, object] | None, MultiOutputGroups | None],
+    [Tensor, Tensor, Mapping[int, object] | None, MultiOutputGroups | None, Sequence[object] | None],
     Tensor,
 ]
 
@@ -152,13 +156,15 @@ class ViewReplayPlan:
 
     # Names of the ViewMeta classes, in order (for logs and reprs).
     view_metas: tuple[str, ...]
-    # Source of ``def replay(base, target, inputs, groups)``.
+    # Source of ``def replay(base, target, inputs, groups, outputs=None)``.
     source: str
     # Python name in ``source`` -> path of the object under ``torch``.
     constants: dict[str, str]
     # Indices of the graph inputs that the replay reads; the runtime wrapper
     # keeps them alive for the epilogue (see inputs_read_by_replay).
     input_indices: tuple[int, ...]
+    # Indices of the graph's user outputs that the replay reads (Note [Symbol outputs]).
+    output_indices: tuple[int, ...] = ()
     _fn: ReplayFn | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, object]:
@@ -169,6 +175,10 @@ class ViewReplayPlan:
     @property
     def replay(self) -> ReplayFn:
         if self._fn is None:
+            # Not imported at module level: schemas imports this package.
+            from ..schemas import TensorAlias
+
+
             scope: dict[str, object] = {
                 name: _resolve_constant(qualname) for name, qualname in self.constants.items()
             }
@@ -176,6 +186,7 @@ class ViewReplayPlan:
             scope["_pieces"] = pieces_of
             scope["_memo"] = {}
             scope["_remember"] = _remember
+            scope["_unalias"] = lambda o: o.alias if type(o) is TensorAlias else o
             code = compile(self.source, "<view_replay plan>", "exec")
             exec(code, scope)
             self._fn = scope["replay"]  # type: ignore[assignment]
@@ -282,6 +293,9 @@ def plan_view_replay(
     base: Tensor | None,
     target: Tensor,
     inputs: Sequence[object],
+    outputs: Sequence[object] = (),
+    symbol_outputs: SymbolOutputs | None = None,
+    target_is_view_of_base: bool = True,
 ) -> ViewReplayPlan | UnplannableView:
     """Plan the replay of a ViewMeta sequence that has symbolic arguments or a multi-output view."""
     from . import config
@@ -348,6 +362,7 @@ def plan_view_replay(
         segments.append(f"[{', '.join(pending)}]")
     return assemble_plan(
         tuple(replayed), body, renderer, constants, base=base, target=target, inputs=inputs,
+        outputs=outputs, symbol_outputs=symbol_outputs, target_is_view_of_base=target_is_view_of_base,
         memoized=segments,
     )
 
@@ -361,9 +376,13 @@ def assemble_plan(
     base: Tensor | None,
     target: Tensor,
     inputs: Sequence[object],
+    outputs: Sequence[object] = (),
+    symbol_outputs: SymbolOutputs | None = None,
+    target_is_view_of_base: bool = True,
     memoized: Sequence[str] = (),
 ) -> ViewReplayPlan | UnplannableView:
-    """Bind the rendered steps' symbols and wrap them into ``replay(base, target, inputs, groups)``.
+    """Bind the rendered steps' symbols and wrap them into
+    ``replay(base, target, inputs, groups, outputs=None)``.
 
     ``body`` is a list of statements that turn ``t`` (initially the base) into
     the view; it may read the free symbols of ``renderer`` and ``_metas[k]``,
@@ -371,14 +390,18 @@ def assemble_plan(
     on the symbols, so they are evaluated once per distinct symbol values
     (rebuilding ViewMetas costs more than the view ops they replay).
     """
-    locators, unbound = locate_symbols(renderer.symbols, base=base, target=target, inputs=inputs)
+    locators, unbound = locate_symbols(
+        renderer.symbols, base=base, target=target, inputs=inputs, outputs=outputs,
+        arguments=[original for _, original in renderer.rendered], symbol_outputs=symbol_outputs,
+        target_is_view_of_base=target_is_view_of_base,
+    )
     if unbound:
         return UnplannableView(
             FallbackReason.UNBOUND_SYMBOL,
             f"view chain {names}: no runtime source for {sorted(map(str, unbound))}",
         )
     ordered = sorted(locators.items(), key=lambda kv: str(kv[0]))
-    lines = ["def replay(base, target, inputs, groups):"]
+    lines = ["def replay(base, target, inputs, groups, outputs=None):"]
     lines += [f"    {sym} = {loc.python_expr()}" for sym, loc in ordered]
     if memoized:
         key = "".join(f"{sym}, " for sym, _ in ordered)
@@ -395,10 +418,13 @@ def assemble_plan(
         view_metas=names,
         source="\n".join(lines) + "\n",
         constants={**constants, **renderer.global_names},
-        input_indices=tuple(
-            sorted({loc.input_index for _, loc in ordered if loc.source is RuntimeSource.INPUT})  # type: ignore[type-var]
-        ),
+        input_indices=_indices_read(ordered, RuntimeSource.INPUT),
+        output_indices=_indices_read(ordered, RuntimeSource.OUTPUT),
     )
+
+
+def _indices_read(locators: Sequence[tuple[sympy.Symbol, SymbolLocator]], source: RuntimeSource) -> tuple[int, ...]:
+    return tuple(sorted({loc.index for _, loc in locators if loc.source is source}))  # type: ignore[type-var]
 
 
 def _check_against_hints(symbols: list[sympy.Symbol], renderer: ArgumentRenderer) -> str | None:
@@ -465,12 +491,19 @@ def plan_replay(
     *,
     base: Tensor | None,
     inputs: Sequence[object],
+    outputs: Sequence[object] = (),
+    symbol_outputs: SymbolOutputs | None = None,
+    target_is_view_of_base: bool = True,
 ) -> ReplayPlan:
     """Compile-time hook: the replay plan of an output's ViewMetaSequence, if it needs one.
 
     The result is the output's ``OutputAliasInfo.replay_plan``. ``base`` is the
     (functional) tensor the output will be regenerated from at runtime;
-    ``inputs`` are the graph's flat (functional) inputs. Sequences that need a
+    ``inputs`` are the graph's flat (functional) inputs and ``outputs`` its
+    user outputs, whose values the plan may read; a symbol that none of them
+    carries is requested from ``symbol_outputs`` (Note [Symbol outputs]).
+    ``target_is_view_of_base`` is False for an alias of an input whose data the
+    graph mutates (Note [Aliases of inputs mutated by the graph]). Sequences that need a
     plan (:func:`needs_replay_plan`) get one. A static sequence gets one if it
     holds a ViewMeta whose arguments cannot be pickled safely (Note [Reading
     ViewMeta arguments]) or an identity slice to drop (Note [Identity slices]),
@@ -480,11 +513,17 @@ def plan_replay(
     output_alias_info_runtime_safe keeps unreadable ones out of the cache).
     """
     sequence = view_meta_sequence.sequence
+    sources = {
+        "inputs": inputs,
+        "outputs": outputs,
+        "symbol_outputs": symbol_outputs,
+        "target_is_view_of_base": target_is_view_of_base,
+    }
     if needs_replay_plan(view_meta_sequence):
-        return plan_view_replay(sequence, base=base, target=out, inputs=inputs)
+        return plan_view_replay(sequence, base=base, target=out, **sources)
     if not (_unreadable_view_metas(view_meta_sequence) or _may_hold_identity_slice(view_meta_sequence)):
         return None
-    plan = plan_view_replay(sequence, base=base, target=out, inputs=inputs)
+    plan = plan_view_replay(sequence, base=base, target=out, **sources)
     if isinstance(plan, ViewReplayPlan):
         if len(plan.view_metas) == len(sequence) and not _unreadable_view_metas(view_meta_sequence):
             return None  # nothing to drop, nothing to hide from the cache

@@ -36,11 +36,24 @@ it holds, so we look at the node the replay created: an AsStridedBackward0 is
 recorded at the fallback point like any other as_strided() regeneration.
 When the base does not require grad there is no node to look at; the
 metadata is still verified, and no backward exists that could be slowed.
+
+Note [Aliases of inputs mutated by the graph]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+When the graph mutates an input's data, functionalization computes the new
+value as a fresh tensor, and an output that aliases the input leaves the graph
+as a view of that new value, not of the input: its size is the output's, but
+its storage offset is relative to the new value (``a.mul_(2); return a[1:]``
+with ``a = x[1:]`` gives offset 2 where eager has 4) and its strides follow the
+new value's layout. The runtime applies the mutation to the real input first,
+then regenerates the alias off it, so the replayed chain is eager's; only the
+graph's output is the wrong reference. For such an output the replay is
+checked against its size and dtype, as upstream checks every replay, and the
+plan reads no symbol off that output's strides or offset (plan.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -55,7 +68,8 @@ from .subclass import same_inner_layouts
 
 
 InputsArg = Mapping[int, object] | None
-# regenerate(base, target, inputs, groups) -> the verified view, with the output's requires_grad
+OutputsArg = Sequence[object] | None
+# regenerate(base, target, inputs, groups, outputs=None) -> the verified view, with the output's requires_grad
 Regenerator = ReplayFn
 _apply_view_meta_sequence = _functionalization.apply_view_meta_sequence
 
@@ -79,6 +93,10 @@ def same_layout(a: Tensor, b: Tensor) -> bool:
     if not _same_dense_layout(a, b):
         return False
     return not is_traceable_wrapper_subclass(a) or same_inner_layouts(a, b, _same_dense_layout)
+
+
+def _same_size(a: Tensor, b: Tensor) -> bool:
+    return a.dtype == b.dtype and a.size() == b.size()
 
 
 def _same_dense_layout(a: Tensor, b: Tensor) -> bool:
@@ -141,19 +159,28 @@ def _unplannable(view_meta_sequence: Any, plan: ReplayPlan) -> UnplannableView |
 
 
 def make_regenerator(
-    view_meta_sequence: Any, replay_plan: ReplayPlan, *, requires_grad: bool, replay_views: bool
+    view_meta_sequence: Any,
+    replay_plan: ReplayPlan,
+    *,
+    requires_grad: bool,
+    replay_views: bool,
+    target_is_view_of_base: bool = True,
 ) -> Regenerator:
     """Resolve, once per aliased output, how it is regenerated.
 
     ``view_meta_sequence`` and ``replay_plan`` are the output's
     OutputAliasInfo fields: a plan is replayed, else the recorded ViewMetas,
     else the view function autograd recorded. Returns
-    ``regenerate(base, target, inputs, groups)``; see Note [Precompiled
-    regenerators]. ``target`` is the graph's own output for this alias (or,
-    while tracing synthetic bases, a fake view); ``inputs`` are the runtime
-    inputs kept for the epilogue, read by plans whose symbols come from them;
-    ``groups`` caches the pieces of multi-output views for one runtime call
-    (Note [Multi-output views]).
+    ``regenerate(base, target, inputs, groups, outputs=None)``; see Note
+    [Precompiled regenerators]. ``target`` is the graph's own output for this
+    alias (or, while tracing synthetic bases, a fake view); ``inputs`` are the
+    runtime inputs kept for the epilogue and ``outputs`` the graph's user
+    outputs, before regeneration, read by plans whose symbols come from them
+    (Note [Symbol outputs]); ``groups`` caches the pieces of multi-output views
+    for one runtime call (Note [Multi-output views]). ``target_is_view_of_base``
+    is False for an alias of an input whose data the graph mutates: its replay
+    is checked against the target's size only (Note [Aliases of inputs mutated
+    by the graph]).
     """
     if not replay_views or (view_meta_sequence is None and replay_plan is None):
         return _regenerate_without_view_metas(requires_grad, replay_views)
@@ -162,7 +189,8 @@ def make_regenerator(
         reason, detail = unplannable.reason, unplannable.detail
 
         def regenerate_by_fallback(
-            base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None
+            base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None,
+            outputs: OutputsArg = None,
         ) -> Tensor:
             return _patch_requires_grad(_fallback(base, target, reason, detail), requires_grad)
 
@@ -172,11 +200,14 @@ def make_regenerator(
     if replay_plan is None:
         steps = view_meta_sequence.sequence
 
-        def view(base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None) -> Tensor:
+        def view(
+            base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None,
+            outputs: OutputsArg = None,
+        ) -> Tensor:
             return _apply_view_meta_sequence(base, steps)
 
         describe = view_meta_sequence.__repr__
-        reads_inputs = False
+        reads_inputs = reads_outputs = False
     else:
         plan = replay_plan
         view = plan.replay  # compiles the plan's source now, not on the first call
@@ -186,24 +217,28 @@ def make_regenerator(
             return f"view chain {names}"
 
         reads_inputs = bool(plan.input_indices)
+        reads_outputs = bool(plan.output_indices)
+    matches = same_layout if target_is_view_of_base else _same_size
 
     def regenerate(
-        base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None
+        base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None,
+        outputs: OutputsArg = None,
     ) -> Tensor:
-        if reads_inputs and inputs is None:
+        if reads_inputs and inputs is None or reads_outputs and outputs is None:
             out = _fallback(
                 base, target, FallbackReason.UNBOUND_SYMBOL,
-                f"{describe()} reads graph inputs, which were not passed",
+                f"{describe()} reads graph {'inputs' if reads_inputs and inputs is None else 'outputs'}, "
+                "which were not passed",
             )
         else:
             try:
-                out = view(base, target, inputs, groups)
+                out = view(base, target, inputs, groups, outputs)
             except Exception as e:  # noqa: BLE001 - any failure of the replay falls back, verified
                 out = _fallback(
                     base, target, FallbackReason.REPLAY_ERROR, f"{describe()}: {type(e).__name__}: {e}"
                 )
             else:
-                if not same_layout(out, target):
+                if not matches(out, target):
                     out = _fallback(
                         base, target, FallbackReason.METADATA_MISMATCH,
                         f"{describe()}: replayed size={tuple(out.size())} stride={out.stride()} "
@@ -222,7 +257,8 @@ def _regenerate_without_view_metas(requires_grad: bool, replay_views: bool) -> R
     reason = FallbackReason.NO_VIEW_META if replay_views else FallbackReason.REPLAY_DISABLED
 
     def regenerate_without_view_metas(
-        base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None
+        base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None,
+        outputs: OutputsArg = None,
     ) -> Tensor:
         if target._base is not None:
             out = _replay_view_func(base, target)

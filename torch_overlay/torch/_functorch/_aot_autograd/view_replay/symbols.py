@@ -3,9 +3,12 @@ Binding of the free symbols of a view chain to runtime values.
 
 At compile time every free symbol that appears in the arguments of an aliased
 output's view chain is given a :class:`SymbolLocator`: the Python expression
-that reads its value at runtime off the tensors the regeneration already has in
-hand (the aliased base, the graph's output, the graph's inputs). The locators
-are rendered into the replay function's source once; nothing here runs per call.
+that reads its value at runtime off the values the regeneration already has in
+hand (the aliased base, the graph's output for the alias, the graph's inputs,
+the graph's other outputs), or, for a symbol that none of them carries, off a
+SymInt output that the graph returns for it (Note [Symbol outputs] in
+``symbol_outputs.py``). The locators are rendered into the replay function's
+source once; nothing here runs per call.
 
 See Note [Symbolic view replay] in ``plan.py``.
 """
@@ -15,11 +18,16 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import sympy
 
 import torch
 from torch import Tensor
+
+
+if TYPE_CHECKING:
+    from .symbol_outputs import SymbolOutput, SymbolOutputs
 
 
 class RuntimeSource(enum.Enum):
@@ -32,6 +40,10 @@ class RuntimeSource(enum.Enum):
     TARGET = "target"
     # One of the graph's inputs (tensor metadata or a SymInt input's value).
     INPUT = "input"
+    # One of the graph's user outputs: a sibling piece of a multi-output view,
+    # another aliased output, a SymInt output, or a symbol output added for
+    # view replay (Note [Symbol outputs]). Read raw, before regeneration.
+    OUTPUT = "output"
 
 
 class MetadataField(enum.Enum):
@@ -52,17 +64,24 @@ class SymbolLocator:
 
     source: RuntimeSource
     field: MetadataField
-    # Index into the graph's inputs, for RuntimeSource.INPUT.
-    input_index: int | None = None
+    # Index into the graph's inputs (RuntimeSource.INPUT) or user outputs (OUTPUT).
+    index: int | None = None
     # Dimension, for SIZE and STRIDE.
     dim: int | None = None
     scale: int = 1
     shift: int = 0
 
     def python_expr(self) -> str:
-        """The expression, over ``base``, ``target`` and ``inputs``, that reads the symbol."""
+        """The expression, over ``base``, ``target``, ``inputs`` and ``outputs``, that reads the symbol."""
         if self.source is RuntimeSource.INPUT:
-            holder = f"inputs[{self.input_index}]"
+            holder = f"inputs[{self.index}]"
+        elif self.source is RuntimeSource.OUTPUT:
+            # An aliased output leaves the autograd.Function wrapped in a TensorAlias.
+            holder = (
+                f"outputs[{self.index}]"
+                if self.field is MetadataField.VALUE
+                else f"_unalias(outputs[{self.index}])"
+            )
         else:
             holder = self.source.value
         if self.field is MetadataField.VALUE:
@@ -101,25 +120,47 @@ def _affine_symbol(value: object) -> tuple[sympy.Symbol, int, int] | None:
 
 
 def _tensor_candidates(
-    t: Tensor, source: RuntimeSource, input_index: int | None
+    t: Tensor, source: RuntimeSource, index: int | None, *, sizes_only: bool = False
 ) -> list[tuple[object, SymbolLocator]]:
     candidates: list[tuple[object, SymbolLocator]] = []
     for dim, size in enumerate(t.size()):
         candidates.append(
-            (size, SymbolLocator(source, MetadataField.SIZE, input_index, dim))
+            (size, SymbolLocator(source, MetadataField.SIZE, index, dim))
         )
-    if t.layout == torch.strided:
+    if t.layout == torch.strided and not sizes_only:
         for dim, stride in enumerate(t.stride()):
             candidates.append(
-                (stride, SymbolLocator(source, MetadataField.STRIDE, input_index, dim))
+                (stride, SymbolLocator(source, MetadataField.STRIDE, index, dim))
             )
         candidates.append(
             (
                 t.storage_offset(),
-                SymbolLocator(source, MetadataField.STORAGE_OFFSET, input_index),
+                SymbolLocator(source, MetadataField.STORAGE_OFFSET, index),
             )
         )
     return candidates
+
+
+def _value_candidates(
+    values: Sequence[object], source: RuntimeSource, *, sizes_only: bool = False
+) -> list[tuple[object, SymbolLocator]]:
+    """Candidates of the graph's inputs or outputs: tensor metadata and SymInts."""
+    candidates: list[tuple[object, SymbolLocator]] = []
+    for i, value in enumerate(values):
+        if isinstance(value, Tensor):
+            candidates += _tensor_candidates(value, source, i, sizes_only=sizes_only)
+        elif isinstance(value, torch.SymInt):
+            candidates.append((value, SymbolLocator(source, MetadataField.VALUE, i)))
+    return candidates
+
+
+def symint_leaves(value: object) -> list[torch.SymInt]:
+    """The SymInts in ``value``, a view argument (tuple) that may nest lists and tuples."""
+    if isinstance(value, torch.SymInt):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [leaf for v in value for leaf in symint_leaves(v)]
+    return []
 
 
 def locate_symbols(
@@ -128,25 +169,32 @@ def locate_symbols(
     base: Tensor | None,
     target: Tensor,
     inputs: Sequence[object],
+    outputs: Sequence[object] = (),
+    arguments: Sequence[object] = (),
+    symbol_outputs: SymbolOutputs | None = None,
+    target_is_view_of_base: bool = True,
 ) -> tuple[dict[sympy.Symbol, SymbolLocator], set[sympy.Symbol]]:
     """Find a runtime locator for each symbol.
 
     Sources are tried in order: the base, the graph inputs (SymInt inputs and
-    tensor metadata), then the graph's output itself; values that are the symbol
-    first, then values that are an affine function of it. Returns the locators
-    found and the symbols left without one.
+    tensor metadata), the graph's output for the alias, then the graph's other
+    user outputs (sizes, SymInt outputs); values that are the
+    symbol first, then values that are an affine function of it. A symbol left
+    without one is requested from ``symbol_outputs``, if given: the graph then
+    returns one of the view ``arguments`` that is an affine function of it
+    (Note [Symbol outputs]). Only the sizes of a target that is not a view of
+    the base are read (Note [Aliases of inputs mutated by the graph]). Returns
+    the locators found and the symbols left without one.
     """
     candidates: list[tuple[object, SymbolLocator]] = []
     if base is not None:
         candidates += _tensor_candidates(base, RuntimeSource.BASE, None)
-    for i, inp in enumerate(inputs):
-        if isinstance(inp, Tensor):
-            candidates += _tensor_candidates(inp, RuntimeSource.INPUT, i)
-        elif isinstance(inp, torch.SymInt):
-            candidates.append(
-                (inp, SymbolLocator(RuntimeSource.INPUT, MetadataField.VALUE, i))
-            )
-    candidates += _tensor_candidates(target, RuntimeSource.TARGET, None)
+    candidates += _value_candidates(inputs, RuntimeSource.INPUT)
+    candidates += _tensor_candidates(target, RuntimeSource.TARGET, None, sizes_only=not target_is_view_of_base)
+    # Other outputs' strides and offsets are not read: one that aliases an input the
+    # graph mutates has them relative to the new value (Note [Aliases of inputs mutated
+    # by the graph]), and its regeneration checks only its size.
+    candidates += _value_candidates(outputs, RuntimeSource.OUTPUT, sizes_only=True)
 
     # A value that is the symbol itself is preferred to one that is an affine function of it.
     found: dict[sympy.Symbol, SymbolLocator] = {}
@@ -158,4 +206,20 @@ def locate_symbols(
             sym, scale, shift = affine
             if plain == ((scale, shift) == (1, 0)):
                 found[sym] = dataclasses.replace(locator, scale=scale, shift=shift)
-    return found, symbols - found.keys()
+    if symbol_outputs is None:
+        return found, symbols - found.keys()
+    requested: dict[sympy.Symbol, tuple[torch.SymInt, SymbolOutput, int, int]] = {}
+    for value in symint_leaves(list(arguments)):
+        affine = _affine_symbol(value)
+        if affine is None or affine[0] not in symbols - found.keys() or affine[0] in requested:
+            continue
+        marker = symbol_outputs.find(value, target)
+        if marker is not None:
+            requested[affine[0]] = (value, marker, affine[1], affine[2])
+    if symbols - found.keys() - requested.keys():
+        return found, symbols - found.keys() - requested.keys()  # the graph gains no output for nothing
+    for sym, (value, marker, scale, shift) in requested.items():
+        found[sym] = SymbolLocator(
+            RuntimeSource.OUTPUT, MetadataField.VALUE, symbol_outputs.request(value, marker), scale=scale, shift=shift
+        )
+    return found, set()
