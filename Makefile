@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make        builds the patched wheel, installs it, prints the stock-vs-patched report
-#   make test   runs the whole test suite (tools, then the AOT tests on stock and on patched torch)
+#   make test   runs the whole test suite (tools, then the AOT tests on stock and on patched torch, then every
+#               prefix of the staged upstream stack: it applies with git am and its tests pass)
 # Both create everything they need: .venv-stock (pinned stock torch) and .venv (the custom wheel).
 
 PYTHON ?= python3
@@ -43,7 +44,8 @@ test: $(STOCK)/.installed $(PATCHED)/.installed
 	$(STOCK)/bin/python -m pytest -q test/tools
 	$(STOCK)/bin/python -m pytest -q test/aot
 	$(PATCHED)/bin/python -m pytest -q test/aot
-	$(PATCHED)/bin/python -m pytest -q upstream/test/functorch/test_aot_view_replay.py
+	$(PATCHED)/bin/python -m pytest -q upstream/test/functorch
+	$(STOCK)/bin/viewreplay check-prefixes --stock-python $(STOCK)/bin/python
 
 # Stock vs patched vs eager, interleaved; writes benchmarks/results/latest.{md,png,json} and the README's bench section.
 bench: $(STOCK)/.installed $(PATCHED)/.installed

@@ -14,7 +14,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from viewreplay.aotdispatch import SUBSET_FILE, defined_tests, load_subset
+from viewreplay import ViewReplayError
+from viewreplay.aotdispatch import SUBSET_FILE, check_checkout, defined_tests, load_subset
+from viewreplay.pin import load_repo
 from viewreplay_testlib import REPO_ROOT, run_cli
 
 FIXTURE_TESTS = '''
@@ -152,6 +154,19 @@ def test_table_classifies_each_listed_test(
     assert "passed on both: 3, fixed: 2, regressed: 1, failing on both: 1, skipped: 1" in out
 
 
+def test_relative_interpreter_paths(
+    checkout: Path, subset: Path, pythons: tuple[Path, Path], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """make passes .venv-stock/bin/python: relative to the caller's directory, not the checkout's."""
+    monkeypatch.chdir(pythons[0].parent)
+    assert run_cli(
+        "run-aotdispatch", "--repo", REPO_ROOT, "--pytorch-src", checkout, "--subset", subset,
+        "--stock-python", f"./{pythons[0].name}", "--patched-python", f"./{pythons[1].name}",
+    ) == 1
+    assert "passed on both: 3, fixed: 2, regressed: 1" in capsys.readouterr().out
+
+
 def test_no_regression_exits_0(
     checkout: Path, subset: Path, pythons: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -204,6 +219,30 @@ def test_git_checkout_must_have_the_tag_version_of_the_file(
     test_file.write_text(test_file.read_text() + "\n# local edit\n")
     assert run(checkout, subset, pythons) == 1
     assert "not the v2.13.0 version" in capsys.readouterr().err
+
+
+def test_git_checkout_may_hold_the_file_with_the_stacks_test_patches(
+    checkout: Path, subset: Path, tmp_path: Path
+) -> None:
+    """The tag's file with the stack's test patches applied is accepted, and said so; any other edit is refused."""
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "x"], ["tag", "v2.13.0"]):
+        subprocess.run(["git", *args], cwd=checkout, env=env, check=True)
+    rel = "test/functorch/test_aotdispatch.py"
+    (checkout / rel).write_text(FIXTURE_TESTS.replace("self.assertTrue(PATCHED)\n", "self.assertTrue(True)\n", 1))
+    patch = tmp_path / "fixed.patch"
+    patch.write_text(subprocess.run(["git", "diff", "-U2"], cwd=checkout, env=env, check=True,
+                                    capture_output=True, text=True).stdout)
+    pin = load_repo(REPO_ROOT).pin
+    methods, version = check_checkout(checkout, pin, load_subset(subset), [patch])
+    assert version == "v2.13.0's with the stack's 1 test patch(es)"
+    assert "test_fixed" in methods["TestAOTAutograd"]
+    with pytest.raises(ViewReplayError, match="not the v2.13.0 version"):
+        check_checkout(checkout, pin, load_subset(subset))  # without the patch: a local edit
+    (checkout / rel).write_text((checkout / rel).read_text() + "\n# local edit\n")
+    with pytest.raises(ViewReplayError, match="and from v2.13.0's with the stack's 1 test patch"):
+        check_checkout(checkout, pin, load_subset(subset), [patch])
 
 
 def test_repo_subset_is_well_formed() -> None:

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from viewreplay.checkout import make_checkout
 from viewreplay.pin import load_repo
+from viewreplay.staging import load_stack
 from viewreplay.tree import apply_series
 from viewreplay_testlib import GIT_ENV, REPO_ROOT, run_cli
 
-UPSTREAM_TEST = REPO_ROOT / "upstream" / "test" / "functorch" / "test_aot_view_replay.py"
+UPSTREAM_TESTS = sorted((REPO_ROOT / "upstream" / "test").rglob("test_*.py"))
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -116,7 +117,8 @@ def test_stage_upstream_applies_with_git_am(
     patches = sorted(out.glob("*.patch"))
     assert len(patches) >= 3
     texts = [p.read_text() for p in patches]
-    assert all(f"[PATCH {i}/{len(patches)}]" in t for i, t in enumerate(texts, 1))
+    width = len(str(len(patches)))  # format-patch pads the number: [PATCH 01/10]
+    assert all(f"[PATCH {i:0{width}d}/{len(patches)}]" in t for i, t in enumerate(texts, 1))
     assert all("Summary:" in t and "Motivation:" in t and "Test Plan:" in t for t in texts)
     assert "55.8 ms" in texts[0] and "${" not in "".join(texts)
     assert "AsStridedBackward0 -> ViewBackward0" in "".join(texts)
@@ -131,7 +133,11 @@ def test_stage_upstream_applies_with_git_am(
     pristine = {rel: (pristine_checkout / rel).read_bytes() for rel in repo.touched_files}
     for rel, data in apply_series(pristine, repo.patches, reverse=False).items():
         assert (fresh / rel).read_bytes() == data
-    assert (fresh / "test/functorch/test_aot_view_replay.py").read_bytes() == UPSTREAM_TEST.read_bytes()
+    for test in UPSTREAM_TESTS:
+        rel = test.relative_to(REPO_ROOT / "upstream")
+        assert (fresh / rel).read_bytes() == test.read_bytes()
+    # The stand-in checkout has no test/ tree: the test patches of upstream's files are left out, and said so.
+    assert "left out, the checkout has no test/functorch/test_aotdispatch.py" in capsys.readouterr().out
 
 
 def test_stage_upstream_refuses_a_stack_that_does_not_import(
@@ -162,15 +168,80 @@ def test_stage_upstream_refuses_unstaged_and_unknown_items(tmp_path: Path, capsy
     assert "overlay module torch/_functorch/_aot_autograd/view_replay/symbols.py is not staged" in capsys.readouterr().err
 
 
-def test_upstream_test_file_is_self_contained() -> None:
+@pytest.mark.parametrize("test_file", UPSTREAM_TESTS, ids=lambda p: p.name)
+def test_upstream_test_files_are_self_contained(test_file: Path) -> None:
     """Upstream's idiom: common_utils.TestCase and run_tests(), no import from this repository."""
-    tree = ast.parse(UPSTREAM_TEST.read_text())
+    tree = ast.parse(test_file.read_text())
     modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
     }
     assert not {m for m in modules if m and m.split(".")[0] in {"viewreplay", "view_replay_testing"}}
     assert "torch.testing._internal.common_utils" in modules
-    assert "run_tests()" in UPSTREAM_TEST.read_text()
+    assert "run_tests()" in test_file.read_text()
+
+
+def test_every_pr_of_the_stack_stages_its_tests() -> None:
+    """Each PR brings the tests of its change: a test file of its own, or a patch of upstream's tests."""
+    stack = load_stack(load_repo(REPO_ROOT))
+    for pr in stack.prs:
+        assert [f for f in pr.files if Path(f).name.startswith("test_")] or pr.test_patches, pr.name
+    staged = [f for pr in stack.prs for f in pr.files]
+    assert sorted(staged) == sorted(str(t.relative_to(REPO_ROOT / "upstream")) for t in UPSTREAM_TESTS)
+    for pr in stack.prs:
+        for rel in pr.test_patches:
+            assert rel.split("/")[-1].removesuffix(".patch") == pr.name, "a test patch is named after its PR"
+            assert "Tests changed:" in pr.body, f"{pr.name}: the message says why upstream's tests change"
+
+
+TEST_PATCH_STACK = """
+[numbers]
+[[pr]]
+name = "one"
+subject = "[test] one"
+patches = {patches}
+overlay = {overlay}
+test_patches = ["test_patches/one.patch"]
+body = \"\"\"
+Summary: s
+Motivation: m
+Tests changed: the fixture's expectation.
+Test Plan: t
+\"\"\"
+"""
+
+
+def test_stage_upstream_applies_test_patches_where_the_file_exists(
+    pristine_checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo_copy = copy_repo(tmp_path)
+    repo = load_repo(repo_copy)
+    test_file = "test/functorch/test_fixture.py"
+    patch = repo_copy / "upstream" / "test_patches" / "one.patch"
+    patch.parent.mkdir(parents=True, exist_ok=True)
+    patch.write_text(
+        f"diff --git a/{test_file} b/{test_file}\n--- a/{test_file}\n+++ b/{test_file}\n"
+        "@@ -1,3 +1,3 @@\n def test_x():\n-    expected = 'AsStridedBackward0'\n+    expected = 'ViewBackward0'\n     return expected\n"
+    )
+    stack = tmp_path / "stack.toml"
+    stack.write_text(TEST_PATCH_STACK.format(
+        patches=[p.name for p in repo.patches], overlay=list(repo.overlay)).replace("'", '"'))
+    # A checkout that has the upstream test file (its tag moved onto the commit adding it).
+    checkout = tmp_path / "checkout"
+    git(tmp_path, "clone", "-q", str(pristine_checkout), str(checkout))
+    (checkout / test_file).parent.mkdir(parents=True)
+    (checkout / test_file).write_text("def test_x():\n    expected = 'AsStridedBackward0'\n    return expected\n")
+    git(checkout, "add", test_file)
+    git(checkout, "commit", "-q", "-m", "upstream test file")
+    git(checkout, "tag", "-f", "v2.13.0")
+    out = tmp_path / "staged"
+    assert run_cli("stage-upstream", "--repo", repo_copy, "--out", out, "--checkout", checkout, "--stack", stack) == 0
+    assert "left out" not in capsys.readouterr().out
+    (staged,) = sorted(out.glob("*.patch"))
+    assert "+    expected = 'ViewBackward0'" in staged.read_text()
+    # On the stand-in checkout (no test/ tree) the test patch is left out, and said so.
+    assert run_cli("stage-upstream", "--repo", repo_copy, "--out", tmp_path / "o2", "--checkout", pristine_checkout,
+                   "--stack", stack) == 0
+    assert "test_patches/one.patch: left out, the checkout has no test/functorch/test_fixture.py" in capsys.readouterr().out
 
 
 def test_rebase_check_on_the_pinned_wheel_is_clean(pinned_wheel: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,7 +3,9 @@
 The subset (``tools/aotdispatch_subset.toml``) names test methods by class and name, each with the
 reason it is in the subset. The runner refuses a checkout that is missing, of another version, or
 whose test file no longer defines a listed test (checked statically, with ``ast``, before anything
-runs). Each interpreter runs pytest once in the checkout; a small pytest plugin
+runs). In a git checkout the test file must be the tag's, or the tag's with the staged stack's test
+patches applied (``upstream/stack.toml``: the expectations the series changes, each PR saying why),
+and nothing else. Each interpreter runs pytest once in the checkout; a small pytest plugin
 (``viewreplay.aotdispatch_plugin``) keeps exactly the listed tests (by class and method name;
 ``parametrized = true`` also keeps ``name_<params>`` variants) and junit XML gives the outcomes.
 """
@@ -16,6 +18,7 @@ import os
 import subprocess
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,8 +78,29 @@ def load_subset(path: Path) -> Subset:
     return Subset(path=path, test_file=test_file, tests=tests)
 
 
-def check_checkout(checkout: Path, pin: Pin, subset: Subset) -> dict[str, dict[str, list[str]]]:
-    """Refuse a missing checkout, one of another version, or one whose test file lacks a listed test."""
+def _tag_file_with_patches(checkout: Path, tag: str, rel: str, test_patches: Sequence[Path]) -> bytes | None:
+    """The tag's ``rel`` with ``test_patches`` applied in order; None if one of them does not apply."""
+    original = subprocess.run(["git", "show", f"{tag}:{rel}"], cwd=checkout, check=False, capture_output=True)
+    if original.returncode != 0:
+        return None
+    with tempfile.TemporaryDirectory(prefix="viewreplay-testfile-") as tmp:
+        (Path(tmp) / rel).parent.mkdir(parents=True)
+        (Path(tmp) / rel).write_bytes(original.stdout)
+        for patch in test_patches:
+            applied = subprocess.run(["git", "apply", str(patch)], cwd=tmp, check=False, capture_output=True)
+            if applied.returncode != 0:
+                return None
+        return (Path(tmp) / rel).read_bytes()
+
+
+def check_checkout(
+    checkout: Path, pin: Pin, subset: Subset, test_patches: Sequence[Path] = ()
+) -> tuple[dict[str, dict[str, list[str]]], str]:
+    """Refuse a missing checkout, one of another version, or one whose test file lacks a listed test.
+
+    ``test_patches`` are the stack's patches of the test file, in stack order. Returns the defined
+    tests and which version of the test file the checkout holds.
+    """
     if not checkout.is_dir():
         raise ViewReplayError(f"{checkout}: no such directory (pass a PyTorch checkout at {pin.upstream_tag})")
     if not (checkout / "version.txt").is_file():
@@ -86,15 +110,23 @@ def check_checkout(checkout: Path, pin: Pin, subset: Subset) -> dict[str, dict[s
         raise ViewReplayError(
             f"{checkout / 'version.txt'}: torch version {version}, but the subset is for {pin.version} ({pin.upstream_tag})"
         )
+    test_file = checkout / subset.test_file
+    version = "not a git checkout: not checked against the tag"
     if (checkout / ".git").exists():
         result = subprocess.run(
             ["git", "diff", "--quiet", pin.upstream_tag, "--", subset.test_file],
             cwd=checkout, check=False, capture_output=True, text=True,
         )
+        version = f"{pin.upstream_tag}'s"
         if result.returncode != 0:
-            detail = result.stderr.strip() or f"it differs from {pin.upstream_tag}'s"
-            raise ViewReplayError(f"{checkout / subset.test_file}: not the {pin.upstream_tag} version ({detail})")
-    test_file = checkout / subset.test_file
+            patched = _tag_file_with_patches(checkout, pin.upstream_tag, subset.test_file, test_patches)
+            if not test_patches or patched is None or not test_file.is_file() or test_file.read_bytes() != patched:
+                detail = result.stderr.strip() or f"it differs from {pin.upstream_tag}'s" + (
+                    f" and from {pin.upstream_tag}'s with the stack's {len(test_patches)} test patch(es)"
+                    if test_patches else ""
+                )
+                raise ViewReplayError(f"{test_file}: not the {pin.upstream_tag} version ({detail})")
+            version = f"{pin.upstream_tag}'s with the stack's {len(test_patches)} test patch(es)"
     if not test_file.is_file():
         raise ViewReplayError(f"{test_file}: file not found")
     methods = defined_tests(test_file)
@@ -107,7 +139,7 @@ def check_checkout(checkout: Path, pin: Pin, subset: Subset) -> dict[str, dict[s
         raise ViewReplayError(
             f"{test_file}: no longer defines {len(missing)} test(s) listed in {subset.path}: {', '.join(missing)}"
         )
-    return methods
+    return methods, version
 
 
 def defined_tests(test_file: Path) -> dict[str, dict[str, list[str]]]:
@@ -145,6 +177,8 @@ def run_side(
     timeout: float,
 ) -> dict[str, str]:
     """Run the subset under ``python``; return {class::method: outcome} for every test it ran."""
+    if os.sep in python:  # pytest runs in the checkout: keep the venv's path, do not resolve the link
+        python = os.path.abspath(python)
     selection_file = work / f"{side}-selection.json"
     selection_file.write_text(json.dumps(selection(subset, methods)))
     junit = work / f"{side}.xml"
@@ -155,8 +189,10 @@ def run_side(
         "VIEWREPLAY_AOTDISPATCH_SELECTION": str(selection_file),
         "PYTEST_ADDOPTS": "",
     }
+    # -P: the checkout's root is not put on sys.path, so its (unbuilt) torch/ sources never shadow the
+    # interpreter's installed torch.
     command = [
-        python, "-m", "pytest", subset.test_file, "-p", PLUGIN, "-p", "no:cacheprovider",
+        python, "-P", "-m", "pytest", subset.test_file, "-p", PLUGIN, "-p", "no:cacheprovider",
         "-q", "-rA", f"--junitxml={junit}", "-o", "junit_family=xunit1",
     ]
     try:
@@ -228,13 +264,14 @@ def format_table(rows: list[tuple[str, str, str, str]]) -> str:
 
 
 def run_aotdispatch(
-    pin: Pin, checkout: Path, subset_path: Path, stock_python: str, patched_python: str, timeout: float
+    pin: Pin, checkout: Path, subset_path: Path, stock_python: str, patched_python: str, timeout: float,
+    test_patches: Sequence[Path] = (),
 ) -> tuple[str, bool]:
     """Run the subset on both interpreters; return the table and whether anything regressed."""
     subset = load_subset(subset_path)
-    methods = check_checkout(checkout, pin, subset)
+    methods, version = check_checkout(checkout, pin, subset, test_patches)
     with tempfile.TemporaryDirectory(prefix="viewreplay-aotdispatch-") as tmp:
         stock = run_side(stock_python, checkout, subset, methods, Path(tmp), "stock", timeout)
         patched = run_side(patched_python, checkout, subset, methods, Path(tmp), "patched", timeout)
     rows = compare(subset, methods, stock, patched)
-    return format_table(rows), any(r[3] == "regressed" for r in rows)
+    return f"{subset.test_file}: {version}\n\n{format_table(rows)}", any(r[3] == "regressed" for r in rows)

@@ -1,5 +1,5 @@
 """Command-line interface: ``viewreplay {apply,status,pin-update,build-wheel,make-checkout,report,sweep,
-checkout-series,export,stage-upstream,run-aotdispatch,rebase-check}``."""
+checkout-series,export,stage-upstream,check-prefixes,run-aotdispatch,rebase-check}``."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from viewreplay.tree import (
     plan_change,
 )
 from viewreplay.wheelbuild import build_wheel
-from viewreplay import aotdispatch, export, rebase, staging  # noqa: I001 - series tools (issue 7)
+from viewreplay import aotdispatch, export, prefixcheck, rebase, staging  # noqa: I001 - series tools (issue 7)
 
 
 def _repo_root(args: argparse.Namespace) -> Path:
@@ -218,22 +218,48 @@ def cmd_stage_upstream(args: argparse.Namespace) -> int:
     repo = load_repo(_repo_root(args))
     with tempfile.TemporaryDirectory(prefix="viewreplay-wheel-") as tmp:
         wheel = None if args.checkout else _pinned_wheel(repo, args.wheel, tmp)
-        patches = staging.stage_upstream(
+        patches, left_out = staging.stage_upstream(
             repo, args.out.resolve(), wheel=wheel, checkout=args.checkout.resolve() if args.checkout else None,
             stack_path=args.stack,
         )
     print(f"{args.out}: {len(patches)} patch(es) against {repo.pin.upstream_tag}")
     print("\n".join(f"  {p.name}" for p in patches))
+    for note in left_out:
+        print(f"note: {note} (stage with --checkout on a PyTorch clone to include it)")
     return 0
+
+
+def cmd_check_prefixes(args: argparse.Namespace) -> int:
+    """Apply every prefix of the staged stack with git am and run the tests each PR adds."""
+    repo = load_repo(_repo_root(args))
+    with tempfile.TemporaryDirectory(prefix="viewreplay-wheel-") as tmp:
+        wheel = _pinned_wheel(repo, args.wheel, tmp)
+        results = prefixcheck.check_prefixes(
+            repo, wheel, args.stock_python, checkout=args.checkout.resolve() if args.checkout else None,
+            timeout=args.timeout,
+        )
+    total = len(staging.load_stack(repo).prs)
+    print(prefixcheck.format_results(results, total))
+    ok = len(results) == total and all(r.ok for r in results)
+    print(f"{sum(r.ok for r in results)} of {total} prefix(es) apply, and their tests fail before the PR and pass with it")
+    return 0 if ok else 1
 
 
 def cmd_run_aotdispatch(args: argparse.Namespace) -> int:
     """Run the test_aotdispatch subset on stock and patched torch and compare."""
     root = _repo_root(args)
     repo = load_repo(root)
+    subset_path = args.subset or root / aotdispatch.SUBSET_FILE
+    test_file = aotdispatch.load_subset(subset_path).test_file
+    test_patches = [
+        repo.root / staging.UPSTREAM_DIR / rel
+        for pr in staging.load_stack(repo).prs
+        for rel in pr.test_patches
+        if test_file in staging.upstream_test_targets(repo.root / staging.UPSTREAM_DIR / rel)
+    ]
     table, regressed = aotdispatch.run_aotdispatch(
-        repo.pin, args.pytorch_src.resolve(), args.subset or root / aotdispatch.SUBSET_FILE,
-        args.stock_python, args.patched_python, args.timeout,
+        repo.pin, args.pytorch_src.resolve(), subset_path, args.stock_python, args.patched_python, args.timeout,
+        test_patches,
     )
     print(table)
     return 1 if regressed else 0
@@ -254,7 +280,7 @@ def cmd_rebase_check(args: argparse.Namespace) -> int:
 
 
 def _add_series_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
-    """checkout-series, export, stage-upstream, run-aotdispatch, rebase-check."""
+    """checkout-series, export, stage-upstream, check-prefixes, run-aotdispatch, rebase-check."""
     wheel_help = "pinned wheel (default: .cache/wheels/, else pip download it)"
     series = add("checkout-series", cmd_checkout_series,
                  "make a git checkout of the pinned torch with one commit per patch and the overlay as the last commit")
@@ -276,9 +302,19 @@ def _add_series_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
     stage.add_argument("--wheel", type=Path, metavar="PATH", help=wheel_help)
     stage.add_argument("--stack", type=Path, metavar="TOML", help="stack file (default: upstream/stack.toml)")
 
+    prefixes = add("check-prefixes", cmd_check_prefixes,
+                   "stage the stack; apply each prefix with git am and run the tests its PR adds on that prefix's torch")
+    prefixes.add_argument("--stock-python", required=True, metavar="PYTHON",
+                          help="interpreter of the stock torch venv (its torch is hard-linked, never modified)")
+    prefixes.add_argument("--checkout", type=Path, metavar="DIR",
+                          help="a PyTorch git checkout with the pinned tag (default: make-checkout)")
+    prefixes.add_argument("--wheel", type=Path, metavar="PATH", help=wheel_help)
+    prefixes.add_argument("--timeout", type=float, default=1800, metavar="SECONDS", help="per prefix (default: 1800)")
+
     aot = add("run-aotdispatch", cmd_run_aotdispatch,
               "run the test_aotdispatch.py subset on stock and patched torch and compare (exit 1 on regressions)")
-    aot.add_argument("--pytorch-src", type=Path, required=True, metavar="DIR", help="PyTorch checkout at the pinned tag")
+    aot.add_argument("--pytorch-src", type=Path, required=True, metavar="DIR",
+                     help="PyTorch checkout at the pinned tag (its test file as the tag's, or with the stack's test patches)")
     aot.add_argument("--stock-python", required=True, metavar="PYTHON", help="interpreter of the stock torch venv")
     aot.add_argument("--patched-python", required=True, metavar="PYTHON", help="interpreter of the patched torch venv")
     aot.add_argument("--subset", type=Path, metavar="TOML", help="subset file (default: tools/aotdispatch_subset.toml)")

@@ -6,6 +6,12 @@ from ``upstream/`` (tests, at their in-tree paths); its subject and message temp
 ``[numbers]`` the messages quote (``${name}`` placeholders). Every patch and every overlay module
 must be staged exactly once, and every commit must be importable on its own: a relative import of
 an overlay module (or of a name from one) that only a later commit adds is refused.
+
+A PR that changes what an existing upstream test expects carries that change as ``test_patches``:
+diffs (a few lines of context) of upstream's own test files, kept under ``upstream/``, applied with
+``git apply`` in the PR's commit. The stand-in checkout (``make-checkout``) has no ``test/`` tree:
+there, a test patch whose file is missing is left out of the commit and reported (stage on a real
+checkout, ``--checkout``, to include it).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ class PullRequest:
     patches: list[Path]
     overlay: list[str]
     files: list[str]
+    test_patches: list[str]
 
     def message(self, numbers: dict[str, object]) -> str:
         try:
@@ -75,12 +82,20 @@ def load_stack(repo: Repo, path: Path | None = None) -> Stack:
         patches = _string_list(table, "patches", where)
         overlay = _string_list(table, "overlay", where)
         files = _string_list(table, "files", where)
+        test_patches = _string_list(table, "test_patches", where)
         problems += [f"{where}: patch {p} is not in the series" for p in patches if p not in by_name]
         problems += [f"{where}: {o} is not an overlay module" for o in overlay if o not in repo.overlay]
         problems += [
-            f"{where}: {f} does not exist under {UPSTREAM_DIR}/" for f in files if not (repo.root / UPSTREAM_DIR / f).is_file()
+            f"{where}: {f} does not exist under {UPSTREAM_DIR}/"
+            for f in files + test_patches
+            if not (repo.root / UPSTREAM_DIR / f).is_file()
         ]
-        prs.append(PullRequest(name, subject, body, [by_name[p] for p in patches if p in by_name], overlay, files))
+        for rel in test_patches:
+            if (repo.root / UPSTREAM_DIR / rel).is_file():
+                upstream_test_targets(repo.root / UPSTREAM_DIR / rel)
+        prs.append(
+            PullRequest(name, subject, body, [by_name[p] for p in patches if p in by_name], overlay, files, test_patches)
+        )
     if not prs:
         raise ViewReplayError(f"{path}: no [[pr]] tables")
     staged_patches = [p.name for pr in prs for p in pr.patches]
@@ -144,8 +159,35 @@ def check_imports(worktree: Path, files: list[str], overlay: set[str]) -> list[s
     return problems
 
 
-def _stage_commits(repo: Repo, stack: Stack, worktree: Path, identity: Identity) -> None:
-    """Create one commit per PR in ``worktree`` (detached at the tag)."""
+def upstream_test_targets(patch: Path) -> list[str]:
+    """The upstream test files a test patch modifies; refuse one that creates, deletes or leaves ``test/``."""
+    targets = []
+    for number, line in enumerate(patch.read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith(("new file mode", "deleted file mode", "rename from", "--- /dev/null")):
+            raise ViewReplayError(f"{patch}:{number}: a test patch may only modify upstream's test files: {line}")
+        if line.startswith("diff --git "):
+            old, _, new = line[len("diff --git "):].partition(" ")
+            if old[2:] != new[2:] or not old.startswith("a/test/"):
+                raise ViewReplayError(f"{patch}:{number}: not a change of one file under test/: {line}")
+            targets.append(old[2:])
+    if not targets:
+        raise ViewReplayError(f"{patch}: contains no 'diff --git' sections")
+    return targets
+
+
+def _apply_test_patch(repo: Repo, worktree: Path, rel: str) -> str | None:
+    """Apply the upstream test patch ``rel`` in ``worktree``; return why it was left out, if it was."""
+    patch = repo.root / UPSTREAM_DIR / rel
+    missing = [t for t in upstream_test_targets(patch) if not (worktree / t).is_file()]
+    if missing:
+        return f"{rel}: left out, the checkout has no {', '.join(missing)}"
+    git(worktree, "apply", "--index", "--whitespace=nowarn", str(patch))
+    return None
+
+
+def _stage_commits(repo: Repo, stack: Stack, worktree: Path, identity: Identity) -> list[str]:
+    """Create one commit per PR in ``worktree`` (detached at the tag); return the test patches left out."""
+    left_out: list[str] = []
     overlay = set(repo.overlay)
     touched: list[str] = []
     staged: list[str] = []
@@ -161,6 +203,10 @@ def _stage_commits(repo: Repo, stack: Stack, worktree: Path, identity: Identity)
             (worktree / rel).write_bytes((repo.root / UPSTREAM_DIR / rel).read_bytes())
         if pr.overlay or pr.files:
             git(worktree, "add", "-f", "--", *pr.overlay, *pr.files)
+        for rel in pr.test_patches:
+            reason = _apply_test_patch(repo, worktree, rel)
+            if reason is not None:
+                left_out.append(f"[[pr]] {pr.name}: {reason}")
         staged += pr.overlay
         problems = check_imports(worktree, touched + staged, overlay)
         if problems:
@@ -174,13 +220,14 @@ def _stage_commits(repo: Repo, stack: Stack, worktree: Path, identity: Identity)
             git(worktree, "commit", "-q", "--no-verify", "--cleanup=verbatim", "-F", handle.name, identity=identity)
         finally:
             Path(handle.name).unlink()
+    return left_out
 
 
 def stage_upstream(
     repo: Repo, out: Path, *, wheel: Path | None, checkout: Path | None, stack_path: Path | None = None,
     identity: Identity | None = None,
-) -> list[Path]:
-    """Write the staged series into ``out`` (new or empty); return the patch files."""
+) -> tuple[list[Path], list[str]]:
+    """Write the staged series into ``out`` (new or empty); return the patch files and the test patches left out."""
     stack = load_stack(repo, stack_path)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ViewReplayError(f"{out}: exists and is not an empty directory")
@@ -196,7 +243,7 @@ def stage_upstream(
                 raise ViewReplayError("stage-upstream needs --checkout DIR or the pinned wheel")
             make_checkout(repo.pin, wheel, worktree, all_files=False)
         try:
-            _stage_commits(repo, stack, worktree, identity)
+            left_out = _stage_commits(repo, stack, worktree, identity)
             out.mkdir(parents=True, exist_ok=True)
             git(worktree, "format-patch", "-q", "--no-signature", "--zero-commit", "--numbered",
                 "-o", str(out.resolve()), f"{tag}..HEAD")
@@ -204,4 +251,4 @@ def stage_upstream(
             if checkout is not None:
                 git(checkout, "worktree", "remove", "--force", str(worktree), check=False)
                 git(checkout, "worktree", "prune", check=False)
-    return sorted(out.glob("*.patch"))
+    return sorted(out.glob("*.patch")), left_out
