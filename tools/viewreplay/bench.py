@@ -39,7 +39,7 @@ from typing import Any, IO
 from viewreplay import ViewReplayError
 
 
-WORKLOAD_NAMES = ("f", "g", "h", "slice_t", "slice_t_cgrad", "three_views", "dtensor_view", "block")
+WORKLOAD_NAMES = ("f", "g", "h", "slice_t", "slice_t_cgrad", "three_views", "dtensor_view", "moe_split", "block")
 REGEN_WORKLOAD_NAMES = ("g", "slice_t")
 BACKENDS = ("aot_eager", "inductor")
 SIDES = ("stock", "patched")

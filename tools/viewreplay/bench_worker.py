@@ -119,6 +119,27 @@ def _flat_view(x: torch.Tensor) -> torch.Tensor:
     return x.view(-1)
 
 
+NUM_EXPERTS = 8
+
+
+def moe_split(x: torch.Tensor, expert: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Tokens split by their experts' counts (.tolist(): unbacked sizes)."""
+    counts = (expert[:, None] == torch.arange(NUM_EXPERTS)).sum(0)
+    return x.split(counts.tolist())
+
+
+def _moe_sizes(*shapes: tuple[int, int]) -> list[Size]:
+    def make(tokens: int, dim: int) -> Callable[[], list[Any]]:
+        def inputs() -> list[Any]:
+            (x,) = _randn(tokens, dim)()
+            gen = torch.Generator().manual_seed(tokens)
+            return [x, torch.randint(0, NUM_EXPERTS, (tokens,), generator=gen)]
+
+        return inputs
+
+    return [Size(f"{t}x{d}", make(t, d)) for t, d in shapes]
+
+
 class Block(torch.nn.Module):
     """A small pre-attention transformer block; graph break between the q/k/v views and attention."""
 
@@ -209,6 +230,11 @@ WORKLOADS: dict[str, Workload] = {
             lambda: _flat_view, [Size("8x4", _dtensor(8, 4))], [Size("8x4", _dtensor(8, 4))],
             [Size("8x4", _dtensor(8, 4)), Size("512x128", _dtensor(512, 128))],
             dynamic=None, needs_dist=True,
+        ),
+        Workload(
+            "moe_split", f"x.split(counts.tolist()) of an input over {NUM_EXPERTS} experts (unbacked sizes)",
+            lambda: moe_split, _moe_sizes((64, 32)), _moe_sizes((64, 32), (1024, 256)),
+            _moe_sizes((64, 32), (1024, 256), (4096, 512)), dynamic=None,
         ),
         Workload(
             "block", "transformer block, graph break between q/k/v views and attention, dynamic seq len",
@@ -624,6 +650,8 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     torch.set_num_threads(args.threads)
+    # moe_split's .tolist() is traced, not a graph break, on both sides.
+    torch._dynamo.config.capture_scalar_outputs = True
     with tempfile.TemporaryDirectory(prefix="viewreplay-bench-cache-") as cache_root:
         serve(sys.stdin, protocol, Worker(args.mode, args.target_s, cache_root))
     return 0
