@@ -98,17 +98,20 @@ class SymbolLocator:
         return self.python_expr()
 
 
-def _affine_symbol(value: object) -> tuple[sympy.Symbol, int, int] | None:
+def _affine_symbol(value: object, wanted: set[sympy.Symbol]) -> tuple[sympy.Symbol, int, int] | None:
     """(symbol, scale, shift) if ``value`` is a SymInt ``scale * symbol + shift`` with integer
-    scale (not 0) and shift: exactly one symbol, which the value determines."""
+    scale (not 0) and shift: exactly one symbol, one of ``wanted``, which the value determines.
+    Values of other symbols are dismissed before sympy solves anything."""
     if not isinstance(value, torch.SymInt):
         return None
     expr = value.node.expr
     if isinstance(expr, sympy.Symbol):
-        return expr, 1, 0
+        return (expr, 1, 0) if expr in wanted else None
     if len(expr.free_symbols) != 1:
         return None
     (sym,) = expr.free_symbols
+    if sym not in wanted:
+        return None
     try:
         poly = sympy.Poly(expr, sym)
     except sympy.PolynomialError:
@@ -197,21 +200,18 @@ def locate_symbols(
     candidates += _value_candidates(outputs, RuntimeSource.OUTPUT, sizes_only=True)
 
     # A value that is the symbol itself is preferred to one that is an affine function of it.
+    solved = [(affine, locator) for value, locator in candidates if (affine := _affine_symbol(value, symbols))]
     found: dict[sympy.Symbol, SymbolLocator] = {}
     for plain in (True, False):
-        for value, locator in candidates:
-            affine = _affine_symbol(value)
-            if affine is None or affine[0] not in symbols or affine[0] in found:
-                continue
-            sym, scale, shift = affine
-            if plain == ((scale, shift) == (1, 0)):
+        for (sym, scale, shift), locator in solved:
+            if sym not in found and plain == ((scale, shift) == (1, 0)):
                 found[sym] = dataclasses.replace(locator, scale=scale, shift=shift)
     if symbol_outputs is None:
         return found, symbols - found.keys()
     requested: dict[sympy.Symbol, tuple[torch.SymInt, SymbolOutput, int, int]] = {}
     for value in symint_leaves(list(arguments)):
-        affine = _affine_symbol(value)
-        if affine is None or affine[0] not in symbols - found.keys() or affine[0] in requested:
+        affine = _affine_symbol(value, symbols - found.keys())
+        if affine is None or affine[0] in requested:
             continue
         marker = symbol_outputs.find(value, target)
         if marker is not None:
