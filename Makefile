@@ -1,37 +1,53 @@
 # The two commands of the README:
-#   make        builds the patched wheel, installs it, prints the stock-vs-patched report
-#   make test   runs the whole test suite (tools, then the AOT tests on stock and on patched torch, then every
-#               prefix of the staged upstream stack: it applies with git am and its tests pass)
-# Both create everything they need: .venv-stock (pinned stock torch) and .venv (the custom wheel).
+#   make        builds the patched wheel of the newest pin, installs it, prints the stock-vs-patched report
+#   make test   runs the whole test suite: on every pin the AOT tests on stock and on patched torch and the
+#               upstream-form tests; the tools' tests (against TOOLS_PIN); every prefix of the staged upstream
+#               stack (it applies with git am and its tests pass) on the newest pin
+# PIN=VERSION (one of pins/*/) selects another pin: `make PIN=2.13.0`; `make test PIN=2.13.0` tests that pin only.
+# Everything is created here: .venv-stock-VERSION (the pin's stock torch) and .venv-VERSION (the custom wheel).
 
 PYTHON ?= python3
-STOCK := .venv-stock
-PATCHED := .venv
-TORCH_REQUIREMENT := torch==2.13.0
-WHEEL := dist/torch-2.13.0+viewreplay.cpu-cp311-cp311-manylinux_2_28_x86_64.whl
-TEST_DEPS := pytest expecttest numpy wheel hypothesis
-SOURCES := pin.toml setup.py $(shell find patches torch_overlay tools -type f -not -path '*/__pycache__/*' -not -path '*.egg-info/*')
+PINS := $(shell ls pins | sort -V)
+NEWEST := $(lastword $(PINS))
+PIN ?= $(NEWEST)
+# `make test` tests every pin unless PIN was given.
+TEST_PINS := $(if $(filter command line environment,$(origin PIN)),$(PIN),$(PINS))
+TOOLS_PIN := $(shell sed -n 's/^TOOLS_PIN = "\(.*\)"/\1/p' test/tools/viewreplay_testlib.py)
+ifeq ($(filter $(PIN),$(PINS)),)
+$(error PIN=$(PIN) is not one of the pins: $(PINS))
+endif
 
-.PHONY: all report test sweep bench aotdispatch clean
+STOCK := .venv-stock-$(PIN)
+PATCHED := .venv-$(PIN)
+DIST := dist/$(PIN)
+TORCH_REQUIREMENT := $(shell sed -n 's/^wheel_requirement = "\(.*\)"/\1/p' pins/$(PIN)/pin.toml)
+TEST_DEPS := pytest pytest-xdist expecttest numpy wheel hypothesis
+# The AOT tests compile on every core (pytest-xdist; each worker process has its own caches).
+XDIST := -n $(shell nproc)
+SOURCES := setup.py $(shell find pins patches torch_overlay tools -type f -not -path '*/__pycache__/*' -not -path '*.egg-info/*')
+
+.PHONY: all report test test-pin test-tools test-prefixes sweep bench aotdispatch clean
 
 all: report
 
-$(STOCK)/.installed: setup.py
+$(STOCK)/.installed: setup.py pins/$(PIN)/pin.toml
 	rm -rf $(STOCK)
 	$(PYTHON) -m venv $(STOCK)
 	$(STOCK)/bin/python -m pip install -q $(TORCH_REQUIREMENT) $(TEST_DEPS)
 	$(STOCK)/bin/python -m pip install -q -e .
 	touch $@
 
-$(WHEEL): $(STOCK)/.installed $(SOURCES)
-	$(STOCK)/bin/viewreplay build-wheel --out dist
+$(DIST)/.built: $(STOCK)/.installed $(SOURCES)
+	rm -rf $(DIST)
+	$(STOCK)/bin/viewreplay build-wheel --pin $(PIN) --out $(DIST)
+	touch $@
 
-$(PATCHED)/.installed: $(WHEEL)
+$(PATCHED)/.installed: $(DIST)/.built
 	rm -rf $(PATCHED)
 	$(PYTHON) -m venv $(PATCHED)
-	$(PATCHED)/bin/python -m pip install -q $(WHEEL) $(TEST_DEPS)
+	$(PATCHED)/bin/python -m pip install -q $(DIST)/torch-*.whl $(TEST_DEPS)
 	$(PATCHED)/bin/python -m pip install -q -e .
-	$(PATCHED)/bin/viewreplay status $$($(PATCHED)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+	$(PATCHED)/bin/viewreplay status --pin $(PIN) $$($(PATCHED)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 	touch $@
 
 report: $(STOCK)/.installed $(PATCHED)/.installed
@@ -40,21 +56,39 @@ report: $(STOCK)/.installed $(PATCHED)/.installed
 sweep: $(STOCK)/.installed $(PATCHED)/.installed
 	$(STOCK)/bin/viewreplay sweep --stock-python $(STOCK)/bin/python --patched-python $(PATCHED)/bin/python
 
-test: $(STOCK)/.installed $(PATCHED)/.installed
-	$(STOCK)/bin/python -m pytest -q test/tools
-	$(STOCK)/bin/python -m pytest -q test/aot
-	$(PATCHED)/bin/python -m pytest -q test/aot
-	$(PATCHED)/bin/python -m pytest -q upstream/test/functorch
-	$(STOCK)/bin/viewreplay check-prefixes --stock-python $(STOCK)/bin/python
+test:
+	set -e; for pin in $(TEST_PINS); do $(MAKE) --no-print-directory test-pin PIN=$$pin; done
+	$(MAKE) --no-print-directory test-tools PIN=$(TOOLS_PIN)
+	$(MAKE) --no-print-directory test-prefixes PIN=$(lastword $(TEST_PINS))
 
-# Stock vs patched vs eager, interleaved; writes benchmarks/results/latest.{md,png,json} and the README's bench section.
+# One pin: the AOT tests on stock and on patched torch, and the upstream-form tests.
+test-pin: $(STOCK)/.installed $(PATCHED)/.installed
+	@echo "== torch $(PIN): test/aot on stock, on patched; upstream/test/functorch on patched"
+	$(STOCK)/bin/python -m pytest -q $(XDIST) test/aot
+	$(PATCHED)/bin/python -m pytest -q $(XDIST) test/aot
+	$(PATCHED)/bin/python -m pytest -q upstream/test/functorch
+
+# The tools' tests, in the stock venv of the pin they run against (TOOLS_PIN in test/tools/viewreplay_testlib.py).
+test-tools: $(STOCK)/.installed
+	@echo "== test/tools (against the $(PIN) pin)"
+	$(STOCK)/bin/python -m pytest -q test/tools
+
+# Every prefix of the staged stack applies with git am and passes its tests (`make test`: on the newest pin,
+# what stage-upstream targets).
+test-prefixes: $(STOCK)/.installed
+	@echo "== torch $(PIN): check-prefixes"
+	$(STOCK)/bin/viewreplay check-prefixes --pin $(PIN) --stock-python $(STOCK)/bin/python
+
+# Stock vs patched vs eager, interleaved; writes benchmarks/results/PIN/latest.{md,png,json}, and for the newest pin
+# the README's bench section.
 bench: $(STOCK)/.installed $(PATCHED)/.installed
 	$(STOCK)/bin/python -m pip install -q matplotlib
-	$(STOCK)/bin/viewreplay bench --stock-python $(STOCK)/bin/python --patched-python $(PATCHED)/bin/python --out benchmarks/results --readme README.md
+	$(STOCK)/bin/viewreplay bench --stock-python $(STOCK)/bin/python --patched-python $(PATCHED)/bin/python \
+		--out benchmarks/results/$(PIN) $(if $(filter $(PIN),$(NEWEST)),--readme README.md)
 
-# The curated test_aotdispatch subset; needs a PyTorch checkout at v2.13.0: make aotdispatch PYTORCH_SRC=...
+# The curated test_aotdispatch subset; needs a PyTorch checkout at the pin's tag: make aotdispatch PYTORCH_SRC=...
 aotdispatch: $(STOCK)/.installed $(PATCHED)/.installed
-	$(STOCK)/bin/viewreplay run-aotdispatch --pytorch-src $(PYTORCH_SRC) --stock-python $(STOCK)/bin/python --patched-python $(PATCHED)/bin/python
+	$(STOCK)/bin/viewreplay run-aotdispatch --pin $(PIN) --pytorch-src $(PYTORCH_SRC) --stock-python $(STOCK)/bin/python --patched-python $(PATCHED)/bin/python
 
 clean:
-	rm -rf $(STOCK) $(PATCHED) dist build .cache
+	rm -rf .venv-stock-* .venv-[0-9]* dist build .cache

@@ -1,9 +1,10 @@
 """Outputs that alias an input whose data the graph mutates (Note [Aliases of inputs mutated
 by the graph]): the graph's output is a view of the mutation's new value, so its storage
-offset is not the output's. The regenerated view must keep eager's offset: the input here is
-itself a view with a nonzero offset. Stock replays static chains, checks only their size and
-is right there, but falls back to as_strided() with the graph's offset for chains with
-symbolic arguments (STOCK_WRONG_OFFSET): an output pointing at other elements. The patched
+offset is not the output's. The regenerated view must keep eager's offset and strides: the
+input here is itself a view, at a nonzero offset of a contiguous or of a transposed tensor.
+Stock replays static chains, checks only their size and is right there, but 2.13 falls back to as_strided() with the graph's offset for chains with
+symbolic arguments (STOCK_WRONG_LAYOUT): an output pointing at other elements (2.14's stock
+translates that offset, and is right unless the input is transposed). The patched
 wheel used to verify every replay against the graph's offset and fell back the same way.
 """
 
@@ -62,43 +63,67 @@ CASES: dict[str, tuple[Callable[..., Any], bool, Any]] = {
 }
 
 
-# Stock falls back to as_strided() with the graph's offset where its chain has symbolic
-# arguments (dynamic shapes, .item()/.tolist() values): the output points at other elements.
-STOCK_WRONG_OFFSET = {
-    ("mul_then_half", True),
-    ("mul_then_narrow_item", False),
-    ("mul_then_narrow_item", True),
-    ("mul_then_split", False),
-    ("mul_then_split", True),
-}
+# Where stock falls back to as_strided() with the graph's layout (chains with symbolic arguments:
+# dynamic shapes, .item()/.tolist() values), the output points at other elements. 2.13 uses the
+# graph's offset, which is relative to the mutation's new value. From 2.14, stock's
+# gen_alias_from_base adds the base's offset to that of an output on another storage (for
+# inductor's copy_misaligned_inputs), and the new value is one: right for an input at an offset,
+# still wrong where the new value's strides are not the input's (a transposed input).
+_STOCK_2_13 = torch.torch_version.TorchVersion(torch.__version__) < (2, 14)
+STOCK_WRONG_LAYOUT = {
+    ("mul_then_narrow_item", False, "transposed"),
+    ("mul_then_narrow_item", True, "transposed"),
+    ("mul_then_split", False, "transposed"),
+    ("mul_then_split", True, "transposed"),
+    ("mul_then_half", True, "transposed"),
+} | (
+    {
+        ("mul_then_half", True, "offset"),
+        ("mul_then_narrow_item", False, "offset"),
+        ("mul_then_narrow_item", True, "offset"),
+        ("mul_then_split", False, "offset"),
+        ("mul_then_split", True, "offset"),
+    }
+    if _STOCK_2_13
+    else set()
+)
+
+
+def _layout(t: torch.Tensor) -> tuple[int, tuple[int, ...]]:
+    return t.storage_offset(), t.stride()
 
 
 class TestMutatedInputAliases(CompileTestCase):
+    @parametrize("layout", ["offset", "transposed"])
     @parametrize("dynamic", [False, True])
     @parametrize("name", list(CASES))
-    def test_alias_keeps_eager_offset(self, name: str, dynamic: bool) -> None:
-        self._check(name, dynamic, "aot_eager")
+    def test_alias_keeps_eager_layout(self, name: str, dynamic: bool, layout: str) -> None:
+        self._check(name, dynamic, "aot_eager", layout)
 
     @parametrize("name", ["mul_then_half", "mul_then_split"])
     def test_inductor(self, name: str) -> None:
-        self._check(name, True, "inductor")
+        self._check(name, True, "inductor", "offset")
 
-    def _check(self, name: str, dynamic: bool, backend: str) -> None:
+    def _check(self, name: str, dynamic: bool, backend: str, layout: str) -> None:
         fn, requires_grad, extra = CASES[name]
-        x = torch.randn(8, 2)
-        # The input is a view at offset 2 (of a leaf that requires grad, if it must).
+        # The input is a (7, 2) view: at offset 2 of a contiguous tensor, or at offset 1 of a
+        # transposed one (strides (1, 8)), of a leaf that requires grad if it must.
+        x = torch.randn(8, 2) if layout == "offset" else torch.randn(2, 8)
         x_eager, x_compiled = x.clone().requires_grad_(requires_grad), x.clone().requires_grad_(requires_grad)
-        if requires_grad:
-            a_eager, a_compiled = x_eager.detach()[1:].requires_grad_(), x_compiled.detach()[1:].requires_grad_()
-        else:
-            a_eager, a_compiled = x_eager[1:], x_compiled[1:]
+
+        def make_input(leaf: torch.Tensor) -> torch.Tensor:
+            data = leaf.detach() if requires_grad else leaf
+            a = data[1:] if layout == "offset" else data.t()[1:]
+            return a.requires_grad_() if requires_grad else a
+
+        a_eager, a_compiled = make_input(x_eager), make_input(x_compiled)
         args = () if extra is None else (torch.tensor(extra),)
         with torch._dynamo.config.patch(capture_scalar_outputs=True):
             outs = as_tuple(torch.compile(fn, backend=backend, dynamic=dynamic)(a_compiled, *args))
         expected = as_tuple(fn(a_eager, *args))
         self.assertEqual(a_compiled, a_eager)
-        if not PATCHED and (name, dynamic) in STOCK_WRONG_OFFSET:
-            self.assertNotEqual([o.storage_offset() for o in outs], [r.storage_offset() for r in expected])
+        if not PATCHED and (name, dynamic, layout) in STOCK_WRONG_LAYOUT:
+            self.assertNotEqual([_layout(o) for o in outs], [_layout(r) for r in expected])
             return
         for out, ref in zip(outs, expected, strict=True):
             self.assertEqual(out.storage_offset(), ref.storage_offset())

@@ -20,13 +20,14 @@ from viewreplay_testlib import (
     GIT_ENV,
     REPO_ROOT,
     run_cli,
+    TOOLS_PIN,
 )
 
 
 @pytest.fixture(scope="session")
 def pinned_wheel() -> Path:
     """The pinned upstream wheel, pip-downloaded once into the repo's (gitignored) .cache/."""
-    return obtain_wheel(load_pin(REPO_ROOT), None, REPO_ROOT / ".cache" / "wheels")
+    return obtain_wheel(load_pin(REPO_ROOT, TOOLS_PIN), None, REPO_ROOT / ".cache" / "wheels")
 
 
 @pytest.fixture(scope="session")
@@ -72,11 +73,12 @@ def fixture_repo_template(
     (repo / "patches").mkdir(parents=True)
     (repo / "patches" / "0001-fixture.patch").write_text(patch_text)
     (repo / "patches" / "series").write_text("# fixture series\n\n0001-fixture.patch\n")
-    (repo / "pin.toml").write_text(FIXTURE_PIN)
+    (repo / "pins" / "2.13.0").mkdir(parents=True)
+    (repo / "pins" / "2.13.0" / "pin.toml").write_text(FIXTURE_PIN)
     overlay = repo / "torch_overlay" / FIXTURE_OVERLAY
     overlay.parent.mkdir(parents=True)
     overlay.write_text('"""View replay fixture overlay."""\nVALUE = 1\n')
-    assert run_cli("pin-update", "--repo", repo, "--wheel", pinned_wheel) == 0
+    assert run_cli("pin-update", "--repo", repo, "--pin", TOOLS_PIN, "--wheel", pinned_wheel) == 0
     return repo
 
 
@@ -95,5 +97,5 @@ def repo(request: pytest.FixtureRequest) -> Path:
     """
     if request.param == "fixture":
         return request.getfixturevalue("fixture_repo")
-    load_repo(REPO_ROOT)
+    load_repo(REPO_ROOT, TOOLS_PIN)
     return REPO_ROOT

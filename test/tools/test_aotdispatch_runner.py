@@ -17,7 +17,7 @@ import pytest
 from viewreplay import ViewReplayError
 from viewreplay.aotdispatch import SUBSET_FILE, check_checkout, defined_tests, load_subset
 from viewreplay.pin import load_repo
-from viewreplay_testlib import REPO_ROOT, run_cli
+from viewreplay_testlib import REAL_REPO, REPO_ROOT, run_cli, TOOLS_PIN
 
 FIXTURE_TESTS = '''
 import os
@@ -130,7 +130,7 @@ def pythons(tmp_path: Path) -> tuple[Path, Path]:
 
 def run(checkout: Path, subset: Path, pythons: tuple[Path, Path]) -> int:
     return run_cli(
-        "run-aotdispatch", "--repo", REPO_ROOT, "--pytorch-src", checkout, "--subset", subset,
+        "run-aotdispatch", *REAL_REPO, "--pytorch-src", checkout, "--subset", subset,
         "--stock-python", pythons[0], "--patched-python", pythons[1],
     )
 
@@ -158,10 +158,10 @@ def test_relative_interpreter_paths(
     checkout: Path, subset: Path, pythons: tuple[Path, Path], capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """make passes .venv-stock/bin/python: relative to the caller's directory, not the checkout's."""
+    """make passes .venv-stock-VERSION/bin/python: relative to the caller's directory, not the checkout's."""
     monkeypatch.chdir(pythons[0].parent)
     assert run_cli(
-        "run-aotdispatch", "--repo", REPO_ROOT, "--pytorch-src", checkout, "--subset", subset,
+        "run-aotdispatch", *REAL_REPO, "--pytorch-src", checkout, "--subset", subset,
         "--stock-python", f"./{pythons[0].name}", "--patched-python", f"./{pythons[1].name}",
     ) == 1
     assert "passed on both: 3, fixed: 2, regressed: 1" in capsys.readouterr().out
@@ -234,7 +234,7 @@ def test_git_checkout_may_hold_the_file_with_the_stacks_test_patches(
     patch = tmp_path / "fixed.patch"
     patch.write_text(subprocess.run(["git", "diff", "-U2"], cwd=checkout, env=env, check=True,
                                     capture_output=True, text=True).stdout)
-    pin = load_repo(REPO_ROOT).pin
+    pin = load_repo(REPO_ROOT, TOOLS_PIN).pin
     methods, version = check_checkout(checkout, pin, load_subset(subset), [patch])
     assert version == "v2.13.0's with the stack's 1 test patch(es)"
     assert "test_fixed" in methods["TestAOTAutograd"]

@@ -10,19 +10,19 @@ from pathlib import Path
 import pytest
 from viewreplay import tree as tree_module
 from viewreplay.pin import load_repo, sha256_bytes
-from viewreplay_testlib import FIXTURE_TOUCHED, run_cli, snapshot
+from viewreplay_testlib import FIXTURE_TOUCHED, run_cli, snapshot, TOOLS_PIN
 
 
 def test_round_trip_restores_every_byte(repo: Path, tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    loaded = load_repo(repo)
+    loaded = load_repo(repo, TOOLS_PIN)
     before = snapshot(tree)
-    assert run_cli("status", "--repo", repo, tree) == 0
-    assert run_cli("apply", "--repo", repo, "--check", tree) == 0
-    assert run_cli("apply", "--repo", repo, "--check", "--revert", tree) == 1
+    assert run_cli("status", "--repo", repo, "--pin", TOOLS_PIN, tree) == 0
+    assert run_cli("apply", "--repo", repo, "--pin", TOOLS_PIN, "--check", tree) == 0
+    assert run_cli("apply", "--repo", repo, "--pin", TOOLS_PIN, "--check", "--revert", tree) == 1
     assert snapshot(tree) == before
     assert "pristine" in capsys.readouterr().out
 
-    assert run_cli("apply", "--repo", repo, tree) == 0
+    assert run_cli("apply", "--repo", repo, "--pin", TOOLS_PIN, tree) == 0
     for rel in loaded.touched_files:
         assert sha256_bytes((tree / rel).read_bytes()) != loaded.pin.files[rel]
     for rel, data in loaded.overlay.items():
@@ -32,12 +32,12 @@ def test_round_trip_restores_every_byte(repo: Path, tree: Path, capsys: pytest.C
     assert changed == set(loaded.touched_files) | set(loaded.overlay) | overlay_dirs
 
     capsys.readouterr()
-    assert run_cli("status", "--repo", repo, tree) == 0
+    assert run_cli("status", "--repo", repo, "--pin", TOOLS_PIN, tree) == 0
     assert "applied" in capsys.readouterr().out
-    assert run_cli("apply", "--repo", repo, "--check", "--revert", tree) == 0
-    assert run_cli("apply", "--repo", repo, "--check", tree) == 1
+    assert run_cli("apply", "--repo", repo, "--pin", TOOLS_PIN, "--check", "--revert", tree) == 0
+    assert run_cli("apply", "--repo", repo, "--pin", TOOLS_PIN, "--check", tree) == 1
 
-    assert run_cli("apply", "--repo", repo, "--revert", tree) == 0
+    assert run_cli("apply", "--repo", repo, "--pin", TOOLS_PIN, "--revert", tree) == 0
     assert snapshot(tree) == before
 
 
@@ -54,7 +54,7 @@ def assert_refused(repo: Path, tree: Path, capsys: pytest.CaptureFixture[str], *
     """Run apply with ``args``; assert exit 1, an unchanged tree and that stderr names ``mentions``."""
     before = snapshot(tree)
     capsys.readouterr()
-    assert run_cli("apply", "--repo", repo, *args, tree) == 1
+    assert run_cli("apply", "--repo", repo, "--pin", TOOLS_PIN, *args, tree) == 1
     err = capsys.readouterr().err
     assert mentions in err
     assert snapshot(tree) == before
@@ -75,15 +75,15 @@ def test_refuses_wrong_version(repo: Path, tree: Path, capsys: pytest.CaptureFix
 
 
 def test_refuses_modified_pinned_file(repo: Path, tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    target = tree / load_repo(repo).touched_files[0]
+    target = tree / load_repo(repo, TOOLS_PIN).touched_files[0]
     target.write_bytes(target.read_bytes() + b"# local edit\n")
     err = assert_refused(repo, tree, capsys, mentions=str(target))
     assert "not explained by the patch series" in err
-    assert run_cli("status", "--repo", repo, tree) == 1
+    assert run_cli("status", "--repo", repo, "--pin", TOOLS_PIN, tree) == 1
 
 
 def test_refuses_missing_pinned_file(repo: Path, tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    target = tree / load_repo(repo).touched_files[-1]
+    target = tree / load_repo(repo, TOOLS_PIN).touched_files[-1]
     target.unlink()
     err = assert_refused(repo, tree, capsys, mentions=str(target))
     assert "missing" in err
@@ -91,21 +91,21 @@ def test_refuses_missing_pinned_file(repo: Path, tree: Path, capsys: pytest.Capt
 
 def test_refuses_already_applied_and_not_applied(repo: Path, tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert_refused(repo, tree, capsys, "--revert", mentions="already pristine")
-    assert run_cli("apply", "--repo", repo, tree) == 0
+    assert run_cli("apply", "--repo", repo, "--pin", TOOLS_PIN, tree) == 0
     assert_refused(repo, tree, capsys, mentions="already applied")
 
 
 def test_refuses_overlay_missing(repo: Path, tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_cli("apply", "--repo", repo, tree) == 0
-    overlay_file = tree / next(iter(load_repo(repo).overlay))
+    assert run_cli("apply", "--repo", repo, "--pin", TOOLS_PIN, tree) == 0
+    overlay_file = tree / next(iter(load_repo(repo, TOOLS_PIN).overlay))
     overlay_file.unlink()
     for args in ((), ("--revert",)):
         assert_refused(repo, tree, capsys, *args, mentions=f"{overlay_file}: overlay file missing")
-    assert run_cli("status", "--repo", repo, tree) == 1
+    assert run_cli("status", "--repo", repo, "--pin", TOOLS_PIN, tree) == 1
 
 
 def test_refuses_overlay_in_pristine_tree(repo: Path, tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rel, data = next(iter(load_repo(repo).overlay.items()))
+    rel, data = next(iter(load_repo(repo, TOOLS_PIN).overlay.items()))
     (tree / rel).parent.mkdir(parents=True, exist_ok=True)
     (tree / rel).write_bytes(data)
     assert_refused(repo, tree, capsys, mentions=f"{tree / rel}: overlay file present")
@@ -143,7 +143,7 @@ def make_immutable(immutable: list[Path], path: Path) -> None:
 def test_refuses_read_only_patched_file(
     repo: Path, tree: Path, immutable: list[Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    target = tree / load_repo(repo).touched_files[-1]
+    target = tree / load_repo(repo, TOOLS_PIN).touched_files[-1]
     make_immutable(immutable, target)
     err = assert_refused(repo, tree, capsys, mentions=str(target))
     assert "not writable" in err
@@ -152,7 +152,7 @@ def test_refuses_read_only_patched_file(
 def test_refuses_read_only_overlay_parent(
     repo: Path, tree: Path, immutable: list[Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rel = next(iter(load_repo(repo).overlay))
+    rel = next(iter(load_repo(repo, TOOLS_PIN).overlay))
     ancestor = next(p for p in (tree / rel).parents if p.exists())
     make_immutable(immutable, ancestor)
     assert_refused(repo, tree, capsys, mentions=str(ancestor))
@@ -161,8 +161,8 @@ def test_refuses_read_only_overlay_parent(
 def test_refuses_read_only_revert(
     repo: Path, tree: Path, immutable: list[Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run_cli("apply", "--repo", repo, tree) == 0
-    make_immutable(immutable, tree / next(iter(load_repo(repo).overlay)))
+    assert run_cli("apply", "--repo", repo, "--pin", TOOLS_PIN, tree) == 0
+    make_immutable(immutable, tree / next(iter(load_repo(repo, TOOLS_PIN).overlay)))
     assert_refused(repo, tree, capsys, "--revert", mentions="cannot be deleted")
 
 
@@ -177,8 +177,8 @@ def test_interrupted_write_rolls_back(
     fail_at: str,
 ) -> None:
     if revert:
-        assert run_cli("apply", "--repo", repo, tree) == 0
-    loaded = load_repo(repo)
+        assert run_cli("apply", "--repo", repo, "--pin", TOOLS_PIN, tree) == 0
+    loaded = load_repo(repo, TOOLS_PIN)
     writes = len(loaded.touched_files) + (0 if revert else len(loaded.overlay))
     failing_call = 1 if fail_at == "first" else writes
     real_write = tree_module.write_file

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from viewreplay.pin import load_pin, load_repo
 from viewreplay.pinnedwheel import obtain_wheel
-from viewreplay_testlib import REPO_ROOT, run_cli
+from viewreplay_testlib import REAL_REPO, REPO_ROOT, run_cli, TOOLS_PIN
 
 BUILT_NAME = "torch-2.13.0+viewreplay.cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 
@@ -24,13 +24,13 @@ BUILT_NAME = "torch-2.13.0+viewreplay.cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 def built_wheel(pinned_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The custom wheel built from the real repository's series and overlay (once per session)."""
     out = tmp_path_factory.mktemp("dist")
-    assert run_cli("build-wheel", "--repo", REPO_ROOT, "--wheel", pinned_wheel, "--out", out) == 0
+    assert run_cli("build-wheel", *REAL_REPO, "--wheel", pinned_wheel, "--out", out) == 0
     return out / BUILT_NAME
 
 
 def test_built_wheel_name_version_and_record(built_wheel: Path) -> None:
     assert built_wheel.is_file()
-    repo = load_repo(REPO_ROOT)
+    repo = load_repo(REPO_ROOT, TOOLS_PIN)
     with zipfile.ZipFile(built_wheel) as archive:
         names = set(archive.namelist())
         assert not any(n.startswith("torch-2.13.0+cpu.dist-info/") for n in names)
@@ -80,7 +80,7 @@ def test_truncated_wheel_is_refused(pinned_wheel: Path, tmp_path: Path, capsys: 
     with open(pinned_wheel, "rb") as source, open(truncated, "wb") as target:
         target.write(source.read(5_000_000))
     out = tmp_path / "out"
-    assert run_cli("build-wheel", "--repo", REPO_ROOT, "--wheel", truncated, "--out", out) == 1
+    assert run_cli("build-wheel", *REAL_REPO, "--wheel", truncated, "--out", out) == 1
     assert f"{truncated}: corrupt or truncated wheel" in capsys.readouterr().err
     assert not out.exists() or not any(out.iterdir())
 
@@ -88,13 +88,13 @@ def test_truncated_wheel_is_refused(pinned_wheel: Path, tmp_path: Path, capsys: 
 def test_wrong_wheel_is_refused(pinned_wheel: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     other = tmp_path / pinned_wheel.name.replace("2.13.0", "2.12.0")
     shutil.copy(pinned_wheel, other)
-    assert run_cli("build-wheel", "--repo", REPO_ROOT, "--wheel", other, "--out", tmp_path / "out") == 1
+    assert run_cli("build-wheel", *REAL_REPO, "--wheel", other, "--out", tmp_path / "out") == 1
     assert "not the pinned upstream torch 2.13.0 wheel" in capsys.readouterr().err
 
 
 def test_download_by_requirement(tmp_path: Path) -> None:
     """Without --wheel the pinned requirement is pip-downloaded (from find-links, never another torch)."""
-    wheel = obtain_wheel(load_pin(REPO_ROOT), None, tmp_path)
+    wheel = obtain_wheel(load_pin(REPO_ROOT, TOOLS_PIN), None, tmp_path)
     assert wheel.name.startswith("torch-2.13.0") and wheel.parent == tmp_path
 
 
@@ -121,7 +121,7 @@ def test_corrupt_wheel_is_refused(
     corrupt = tmp_path / pinned_wheel.name
     _corrupt_member(pinned_wheel, corrupt, member)
     out = tmp_path / "out"
-    assert run_cli("build-wheel", "--repo", REPO_ROOT, "--wheel", corrupt, "--out", out) == 1
+    assert run_cli("build-wheel", *REAL_REPO, "--wheel", corrupt, "--out", out) == 1
     err = capsys.readouterr().err
     assert f"{corrupt}: corrupt" in err and member in err, err
     assert not out.exists() or not any(out.iterdir())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from viewreplay.pin import load_repo
-from viewreplay_testlib import run_cli
+from viewreplay_testlib import run_cli, TOOLS_PIN
 
 
 def git(checkout: Path, *args: str) -> str:
@@ -18,7 +18,7 @@ def test_checkout_apply_revert(
     repo: Path, pinned_wheel: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     checkout = tmp_path / "pytorch"
-    assert run_cli("make-checkout", "--repo", repo, "--wheel", pinned_wheel, checkout) == 0
+    assert run_cli("make-checkout", "--repo", repo, "--pin", TOOLS_PIN, "--wheel", pinned_wheel, checkout) == 0
     assert (checkout / "version.txt").read_text() == "2.13.0\n"
     assert git(checkout, "log", "--format=%s|%an|%ad", "--date=iso-strict").strip() == (
         "PyTorch v2.13.0 (from the pinned wheel's torch/ files)|viewreplay|2000-01-01T00:00:00+00:00"
@@ -27,17 +27,17 @@ def test_checkout_apply_revert(
     files = git(checkout, "ls-files").split()
     assert "torch/version.py" in files and all(f.endswith(".py") or f == "version.txt" for f in files)
 
-    loaded = load_repo(repo)
-    assert run_cli("apply", "--repo", repo, checkout) == 0
+    loaded = load_repo(repo, TOOLS_PIN)
+    assert run_cli("apply", "--repo", repo, "--pin", TOOLS_PIN, checkout) == 0
     capsys.readouterr()
-    assert run_cli("status", "--repo", repo, checkout) == 0
+    assert run_cli("status", "--repo", repo, "--pin", TOOLS_PIN, checkout) == 0
     assert "applied (torch 2.13.0, checkout)" in capsys.readouterr().out
     status = git(checkout, "status", "--porcelain", "--untracked-files=all").splitlines()
     assert sorted(status) == sorted(
         [f" M {rel}" for rel in loaded.touched_files] + [f"?? {rel}" for rel in loaded.overlay]
     )
 
-    assert run_cli("apply", "--repo", repo, "--revert", checkout) == 0
+    assert run_cli("apply", "--repo", repo, "--pin", TOOLS_PIN, "--revert", checkout) == 0
     assert git(checkout, "status", "--porcelain", "--untracked-files=all", "--ignored") == ""
 
 

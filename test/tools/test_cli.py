@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from viewreplay.pin import load_repo
-from viewreplay_testlib import REPO_ROOT, run_cli
+from viewreplay_testlib import REPO_ROOT, run_cli, TOOLS_PIN
 
 SUBCOMMANDS = ["apply", "status", "pin-update", "build-wheel", "make-checkout"]
 
@@ -35,7 +35,7 @@ def test_python_dash_m(tmp_path: Path) -> None:
         [sys.executable, "-m", "viewreplay", "status", "x"], check=False, cwd=tmp_path, capture_output=True, text=True
     )
     assert result.returncode == 1
-    assert "no repository found" in result.stderr and "pin.toml" in result.stderr
+    assert "no repository found" in result.stderr and "pins/" in result.stderr
 
 
 def test_repo_found_by_walking_up(
@@ -48,7 +48,7 @@ def test_repo_found_by_walking_up(
 
 def test_real_repo_loads_with_current_pins() -> None:
     """The real series is non-empty, parses, and pin.toml pins exactly the files it touches."""
-    repo = load_repo(REPO_ROOT)
+    repo = load_repo(REPO_ROOT, TOOLS_PIN)
     assert repo.patches and repo.touched_files and repo.overlay
     assert set(repo.pin.files) == set(repo.touched_files)
 

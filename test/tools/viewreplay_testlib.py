@@ -9,6 +9,10 @@ from pathlib import Path
 from viewreplay import cli
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The tools are version-agnostic; their tests run against this pin of the real repository (its
+# CPU wheel is 190 MB, the newest pin's CUDA wheel 555 MB), and expect its version strings.
+TOOLS_PIN = "2.13.0"
+REAL_REPO = ("--repo", REPO_ROOT, "--pin", TOOLS_PIN)
 FIXTURE_TOUCHED = (
     "torch/_functorch/_aot_autograd/functional_utils.py",
     "torch/_functorch/_aot_autograd/utils.py",

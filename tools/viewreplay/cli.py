@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from viewreplay import ViewReplayError
 from viewreplay.checkout import make_checkout
-from viewreplay.pin import find_repo, load_repo, sha256_bytes, write_pin_files
+from viewreplay.pin import WHEEL_CACHE, Repo, find_repo, load_repo, sha256_bytes, write_pin_files
 from viewreplay.pinnedwheel import obtain_wheel
 from viewreplay.report import run_report, run_sweep
 from viewreplay.tree import (
@@ -32,9 +31,14 @@ def _repo_root(args: argparse.Namespace) -> Path:
     return args.repo.resolve() if args.repo else find_repo(Path.cwd())
 
 
+def _pinned_wheel(repo: Repo, wheel: Path | None) -> Path:
+    """The checked pinned wheel: ``--wheel``, else the one in ``.cache/wheels`` (pip-downloaded there if absent)."""
+    return obtain_wheel(repo.pin, wheel, repo.root / WHEEL_CACHE)
+
+
 def cmd_apply(args: argparse.Namespace) -> int:
     """Apply (or revert) the series and overlay on a tree, or with --check only report whether it would work."""
-    repo = load_repo(_repo_root(args))
+    repo = load_repo(_repo_root(args), args.pin)
     tree = locate_tree(args.tree, repo.pin)
     action = "revert" if args.revert else "apply"
     if args.check:
@@ -58,7 +62,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Print whether the tree is pristine, applied or partial (with reasons)."""
-    repo = load_repo(_repo_root(args))
+    repo = load_repo(_repo_root(args), args.pin)
     tree = locate_tree(args.tree, repo.pin)
     assessment = assess(repo, tree)
     print(f"{tree.root}: {assessment.state} (torch {tree.version}, {tree.form})")
@@ -68,18 +72,17 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_pin_update(args: argparse.Namespace) -> int:
-    """Rewrite pin.toml's [files] with the pristine wheel's hashes of every file the series touches."""
-    repo = load_repo(_repo_root(args), require_pinned_hashes=False)
-    with tempfile.TemporaryDirectory(prefix="viewreplay-wheel-") as tmp:
-        wheel = obtain_wheel(repo.pin, args.wheel, Path(tmp))
-        hashes = {}
-        with zipfile.ZipFile(wheel) as archive:
-            members = set(archive.namelist())
-            for rel in repo.touched_files:
-                if rel not in members:
-                    patches = [p.name for p in repo.patches if rel in repo.targets[p]]
-                    raise ViewReplayError(f"{wheel}: has no {rel} (patched by {', '.join(patches)})")
-                hashes[rel] = sha256_bytes(archive.read(rel))
+    """Rewrite the pin's pin.toml [files] with the pristine wheel's hashes of every file the series touches."""
+    repo = load_repo(_repo_root(args), args.pin, require_pinned_hashes=False)
+    wheel = _pinned_wheel(repo, args.wheel)
+    hashes = {}
+    with zipfile.ZipFile(wheel) as archive:
+        members = set(archive.namelist())
+        for rel in repo.touched_files:
+            if rel not in members:
+                patches = [p.name for p in repo.patches if rel in repo.targets[p]]
+                raise ViewReplayError(f"{wheel}: has no {rel} (patched by {', '.join(patches)})")
+            hashes[rel] = sha256_bytes(archive.read(rel))
     write_pin_files(repo.pin.path, hashes)
     print(f"{repo.pin.path}: pinned {len(hashes)} file(s) from {wheel.name}")
     return 0
@@ -87,20 +90,16 @@ def cmd_pin_update(args: argparse.Namespace) -> int:
 
 def cmd_build_wheel(args: argparse.Namespace) -> int:
     """Build the custom wheel into --out and print its path."""
-    repo = load_repo(_repo_root(args))
-    with tempfile.TemporaryDirectory(prefix="viewreplay-wheel-") as tmp:
-        wheel = obtain_wheel(repo.pin, args.wheel, Path(tmp))
-        built = build_wheel(repo, wheel, args.out.resolve())
+    repo = load_repo(_repo_root(args), args.pin)
+    built = build_wheel(repo, _pinned_wheel(repo, args.wheel), args.out.resolve())
     print(built)
     return 0
 
 
 def cmd_make_checkout(args: argparse.Namespace) -> int:
     """Create the stand-in source checkout from the pinned wheel."""
-    repo = load_repo(_repo_root(args))
-    with tempfile.TemporaryDirectory(prefix="viewreplay-wheel-") as tmp:
-        wheel = obtain_wheel(repo.pin, args.wheel, Path(tmp))
-        make_checkout(repo.pin, wheel, args.dir.resolve(), all_files=args.all_files)
+    repo = load_repo(_repo_root(args), args.pin)
+    make_checkout(repo.pin, _pinned_wheel(repo, args.wheel), args.dir.resolve(), all_files=args.all_files)
     print(f"{args.dir}: git checkout of torch {repo.pin.version}, tagged {repo.pin.upstream_tag}")
     return 0
 
@@ -174,19 +173,12 @@ def _add_bench_parser(add: Callable[..., argparse.ArgumentParser]) -> None:
                        help="do not require the stock venv to lack, and the patched one to have, view_replay")
 
 
-def _pinned_wheel(repo, wheel: Path | None, tmp: str) -> Path:
-    """The checked pinned wheel: ``--wheel``, else the one cached in ``.cache/wheels``, else pip-downloaded."""
-    cache = repo.root / ".cache" / "wheels"
-    if wheel is None and any(cache.glob(f"torch-{repo.pin.version}*.whl")):
-        return obtain_wheel(repo.pin, None, cache)
-    return obtain_wheel(repo.pin, wheel, Path(tmp))
 
 
 def cmd_checkout_series(args: argparse.Namespace) -> int:
     """Make a checkout with one commit per patch and the overlay as the last commit."""
-    repo = load_repo(_repo_root(args))
-    with tempfile.TemporaryDirectory(prefix="viewreplay-wheel-") as tmp:
-        subjects = export.checkout_series(repo, _pinned_wheel(repo, args.wheel, tmp), args.dir.resolve())
+    repo = load_repo(_repo_root(args), args.pin)
+    subjects = export.checkout_series(repo, _pinned_wheel(repo, args.wheel), args.dir.resolve())
     print(f"{args.dir}: {repo.pin.upstream_tag} + {len(subjects)} commit(s):")
     print("\n".join(f"  {s}" for s in subjects))
     print(f"edit there, commit (--amend / rebase -i {repo.pin.upstream_tag}), then: viewreplay export {args.dir}")
@@ -195,7 +187,7 @@ def cmd_checkout_series(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the checkout's commits back to patches/ and its added files to torch_overlay/ (or --check)."""
-    repo = load_repo(_repo_root(args), require_pinned_hashes=False)
+    repo = load_repo(_repo_root(args), args.pin, require_pinned_hashes=False)
     result = export.compute_export(repo, args.dir.resolve(), numbering=args.numbering)
     if args.check:
         diff = export.diff_export(repo, result)
@@ -207,7 +199,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 0
     changed = export.write_export(repo, result)
     print(f"{repo.root}: {len(changed)} file(s) written" + "".join(f"\n  {c}" for c in changed))
-    touched = set(load_repo(repo.root, require_pinned_hashes=False).touched_files)
+    touched = set(load_repo(repo.root, repo.pin.version, require_pinned_hashes=False).touched_files)
     if touched != set(repo.pin.files):
         print("the set of touched upstream files changed: run 'viewreplay pin-update'")
     return 0
@@ -215,13 +207,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_stage_upstream(args: argparse.Namespace) -> int:
     """Write the PR-sized format-patch series for upstream."""
-    repo = load_repo(_repo_root(args))
-    with tempfile.TemporaryDirectory(prefix="viewreplay-wheel-") as tmp:
-        wheel = None if args.checkout else _pinned_wheel(repo, args.wheel, tmp)
-        patches, left_out = staging.stage_upstream(
-            repo, args.out.resolve(), wheel=wheel, checkout=args.checkout.resolve() if args.checkout else None,
-            stack_path=args.stack,
-        )
+    repo = load_repo(_repo_root(args), args.pin)
+    wheel = None if args.checkout else _pinned_wheel(repo, args.wheel)
+    patches, left_out = staging.stage_upstream(
+        repo, args.out.resolve(), wheel=wheel, checkout=args.checkout.resolve() if args.checkout else None,
+        stack_path=args.stack,
+    )
     print(f"{args.out}: {len(patches)} patch(es) against {repo.pin.upstream_tag}")
     print("\n".join(f"  {p.name}" for p in patches))
     for note in left_out:
@@ -231,13 +222,11 @@ def cmd_stage_upstream(args: argparse.Namespace) -> int:
 
 def cmd_check_prefixes(args: argparse.Namespace) -> int:
     """Apply every prefix of the staged stack with git am and run the tests each PR adds."""
-    repo = load_repo(_repo_root(args))
-    with tempfile.TemporaryDirectory(prefix="viewreplay-wheel-") as tmp:
-        wheel = _pinned_wheel(repo, args.wheel, tmp)
-        results = prefixcheck.check_prefixes(
-            repo, wheel, args.stock_python, checkout=args.checkout.resolve() if args.checkout else None,
-            timeout=args.timeout,
-        )
+    repo = load_repo(_repo_root(args), args.pin)
+    results = prefixcheck.check_prefixes(
+        repo, _pinned_wheel(repo, args.wheel), args.stock_python,
+        checkout=args.checkout.resolve() if args.checkout else None, timeout=args.timeout,
+    )
     total = len(staging.load_stack(repo).prs)
     print(prefixcheck.format_results(results, total))
     ok = len(results) == total and all(r.ok for r in results)
@@ -248,7 +237,7 @@ def cmd_check_prefixes(args: argparse.Namespace) -> int:
 def cmd_run_aotdispatch(args: argparse.Namespace) -> int:
     """Run the test_aotdispatch subset on stock and patched torch and compare."""
     root = _repo_root(args)
-    repo = load_repo(root)
+    repo = load_repo(root, args.pin)
     subset_path = args.subset or root / aotdispatch.SUBSET_FILE
     test_file = aotdispatch.load_subset(subset_path).test_file
     test_patches = [
@@ -267,7 +256,7 @@ def cmd_run_aotdispatch(args: argparse.Namespace) -> int:
 
 def cmd_rebase_check(args: argparse.Namespace) -> int:
     """Try every hunk of the series on another torch version and say which fail and why."""
-    repo = load_repo(_repo_root(args), require_pinned_hashes=False)
+    repo = load_repo(_repo_root(args), args.pin, require_pinned_hashes=False)
     if (args.wheel is None) == (args.checkout is None):
         raise ViewReplayError("give exactly one of --wheel NEW.whl and --checkout DIR")
     if args.wheel is not None and not args.wheel.is_file():
@@ -281,7 +270,7 @@ def cmd_rebase_check(args: argparse.Namespace) -> int:
 
 def _add_series_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
     """checkout-series, export, stage-upstream, check-prefixes, run-aotdispatch, rebase-check."""
-    wheel_help = "pinned wheel (default: .cache/wheels/, else pip download it)"
+    wheel_help = WHEEL_HELP
     series = add("checkout-series", cmd_checkout_series,
                  "make a git checkout of the pinned torch with one commit per patch and the overlay as the last commit")
     series.add_argument("--wheel", type=Path, metavar="PATH", help=wheel_help)
@@ -326,6 +315,9 @@ def _add_series_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
     rebase_check.add_argument("--checkout", type=Path, metavar="DIR", help="a source checkout of the new version")
 
 
+WHEEL_HELP = f"the pin's upstream wheel (default: the one in {WHEEL_CACHE}/, pip-downloaded there if absent)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser with one subcommand per operation."""
     parser = argparse.ArgumentParser(
@@ -340,7 +332,12 @@ def build_parser() -> argparse.ArgumentParser:
             "--repo",
             type=Path,
             metavar="DIR",
-            help="patch-queue repository (default: nearest parent of the cwd with pin.toml and patches/series)",
+            help="patch-queue repository (default: nearest parent of the cwd with pins/ and patches/series)",
+        )
+        sub.add_argument(
+            "--pin",
+            metavar="VERSION",
+            help="the pinned torch release to work on, one of pins/*/ (default: the newest)",
         )
         sub.set_defaults(handler=handler)
         return sub
@@ -354,15 +351,15 @@ def build_parser() -> argparse.ArgumentParser:
     status = add("status", cmd_status, "report whether a torch tree is pristine, applied or partial")
     status.add_argument("tree", type=Path, metavar="TREE", help=tree_help)
 
-    pin_update = add("pin-update", cmd_pin_update, "recompute pin.toml [files] from the pinned wheel")
-    pin_update.add_argument("--wheel", type=Path, metavar="PATH", help="pinned wheel (default: pip download it)")
+    pin_update = add("pin-update", cmd_pin_update, "recompute the pin's pin.toml [files] from its upstream wheel")
+    pin_update.add_argument("--wheel", type=Path, metavar="PATH", help=WHEEL_HELP)
 
     build = add("build-wheel", cmd_build_wheel, "build the custom torch wheel")
-    build.add_argument("--wheel", type=Path, metavar="PATH", help="pinned wheel (default: pip download it)")
+    build.add_argument("--wheel", type=Path, metavar="PATH", help=WHEEL_HELP)
     build.add_argument("--out", type=Path, default=Path("dist"), metavar="DIR", help="output directory (default: dist)")
 
     checkout = add("make-checkout", cmd_make_checkout, "make a git checkout of the pinned wheel's torch/ files")
-    checkout.add_argument("--wheel", type=Path, metavar="PATH", help="pinned wheel (default: pip download it)")
+    checkout.add_argument("--wheel", type=Path, metavar="PATH", help=WHEEL_HELP)
     checkout.add_argument("dir", type=Path, metavar="DIR", help="new (or empty) directory")
     checkout.add_argument("--all-files", action="store_true", help="extract every file under torch/, not just *.py")
 

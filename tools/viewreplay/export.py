@@ -10,6 +10,11 @@ instead of writing.
 Naming: a commit keeps the ``series`` name of the patch with the same subject; commits left over are
 paired with leftover names by position (a reworded commit keeps its file); any remaining new commit
 gets git's own file name and is appended to ``series``; patches without a commit are removed.
+
+Pins: a checkout of the newest pin exports to ``patches/`` and may change the series. A checkout of an
+older pin must have the series' commits, by name; each goes to ``pins/<version>/patches/<name>``
+only where ``patches/<name>``, applied on the commit's parent, does not give the commit's tree (its
+hunks differ on that pin), and such a file is removed once the shared patch does.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 from viewreplay import ViewReplayError
 from viewreplay.checkout import make_checkout
 from viewreplay.gitrepo import check_upstream_checkout, git, git_show, numbering_style, patch_identity, patch_subject
-from viewreplay.pin import OVERLAY_DIR, SERIES_FILE, Repo, patch_targets
+from viewreplay.pin import OVERLAY_DIR, SERIES_FILE, Repo, patch_targets, series_names
 
 OVERLAY_COMMIT_SUBJECT = "viewreplay: overlay modules (torch_overlay/; exported as files, not as a patch)"
 
@@ -93,19 +98,50 @@ def compute_export(repo: Repo, checkout: Path, *, numbering: str = "auto") -> Ex
         for patch in generated:
             patch_targets(patch)  # refuses anything a series patch may not contain
         names = _name_patches(repo, [p.read_text(encoding="utf-8") for p in generated], [p.name for p in generated])
-        for name, patch in zip(names, generated):
-            result.files[f"patches/{name}"] = patch.read_bytes()
+        if repo.pin.newest:
+            for name, patch in zip(names, generated):
+                result.files[f"patches/{name}"] = patch.read_bytes()
+        else:
+            _export_pin_patches(repo, checkout, names, generated, excludes, out / "index", result)
         result.series = names
-    for old in repo.patches:
-        if old.name not in names:
-            result.files[f"patches/{old.name}"] = None
-    result.files[SERIES_FILE.as_posix()] = _series_text(repo, names).encode()
+    if repo.pin.newest:
+        for old in repo.patches:
+            if old.name not in names:
+                result.files[f"patches/{old.name}"] = None
+        result.files[SERIES_FILE.as_posix()] = _series_text(repo, names).encode()
     for rel in added:
         result.files[f"{OVERLAY_DIR}/{rel}"] = git_show(checkout, "HEAD", rel)
     for rel in repo.overlay:
         if rel not in added:
             result.files[f"{OVERLAY_DIR}/{rel}"] = None
     return result
+
+
+def _export_pin_patches(
+    repo: Repo, checkout: Path, names: list[str], generated: list[Path], excludes: list[str], index: Path,
+    result: Export,
+) -> None:
+    """An older pin's own patches: those whose shared form does not give the commit's tree (module docstring)."""
+    if names != series_names(repo.root):
+        raise ViewReplayError(
+            f"{checkout}: the commits stand for the series {names}, not {series_names(repo.root)}; the series "
+            f"belongs to the newest pin: change it in a checkout of that pin first, then port the commits here"
+        )
+    commits = git(checkout, "rev-list", "--reverse", f"{repo.pin.upstream_tag}..HEAD", "--", ".", *excludes).split()
+    own_dir = repo.pin.patch_dir.relative_to(repo.root).as_posix()
+    for name, patch, commit in zip(names, generated, commits, strict=True):
+        shared = repo.root / "patches" / name
+        same = False
+        if shared.is_file():
+            git(checkout, "read-tree", f"{commit}^", index=index)
+            try:
+                git(checkout, "apply", "--cached", str(shared), index=index)
+            except ViewReplayError:
+                pass  # its hunks do not apply on this pin
+            else:
+                tree = git(checkout, "write-tree", index=index).strip()
+                same = git(checkout, "diff", "--name-only", tree, commit, "--", ".", *excludes) == ""
+        result.files[f"{own_dir}/{name}"] = None if same else patch.read_bytes()
 
 
 def _name_patches(repo: Repo, texts: list[str], git_names: list[str]) -> list[str]:

@@ -48,14 +48,19 @@ class Identity:
         }
 
 
-def git(cwd: Path, *args: str, identity: Identity | None = None, check: bool = True) -> str:
+def git(
+    cwd: Path, *args: str, identity: Identity | None = None, check: bool = True, index: Path | None = None
+) -> str:
     """Run git in ``cwd`` without global/system config (reproducible output) and return stdout.
 
-    Refuses (ViewReplayError) on failure unless ``check`` is false.
+    ``index`` is a scratch index file to use instead of the repository's. Refuses
+    (ViewReplayError) on failure unless ``check`` is false.
     """
     env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
     for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
         env.pop(key, None)
+    if index is not None:
+        env["GIT_INDEX_FILE"] = str(index)
     if identity is not None:
         env.update(identity.env())
     config = [arg for item in _REPRODUCIBLE_CONFIG for arg in ("-c", item)]

@@ -1,4 +1,10 @@
-"""Repository model: locate the repo, read ``pin.toml``, the patch series and the overlay."""
+"""Repository model: locate the repo, read a pin, the patch series and the overlay.
+
+The repository carries one series for several pinned torch releases (CONTRIBUTING.md, "Pins"):
+``pins/<version>/pin.toml`` for each, ``patches/`` in the form that applies to the newest pin (the
+default of every command), and ``pins/<version>/patches/<name>`` for a patch of ``patches/series``
+whose hunks differ on an older pin. The overlay is shared.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +18,11 @@ from typing import Any
 
 from viewreplay import ViewReplayError
 
+PINS_DIR = "pins"
 PIN_FILE = "pin.toml"
 SERIES_FILE = Path("patches") / "series"
 OVERLAY_DIR = "torch_overlay"
+WHEEL_CACHE = ".cache/wheels"  # gitignored: the pins' upstream wheels, downloaded once
 
 _DIFF_GIT_RE = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
 
@@ -25,15 +33,41 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def find_repo(start: Path) -> Path:
-    """Walk up from ``start`` to the first directory holding ``pin.toml`` and ``patches/series``."""
+    """Walk up from ``start`` to the first directory holding ``pins/`` and ``patches/series``."""
     start = start.resolve()
     for candidate in (start, *start.parents):
-        if (candidate / PIN_FILE).is_file() and (candidate / SERIES_FILE).is_file():
+        if (candidate / PINS_DIR).is_dir() and (candidate / SERIES_FILE).is_file():
             return candidate
     raise ViewReplayError(
         f"no repository found: no directory from {start} upwards contains "
-        f"{PIN_FILE} and {SERIES_FILE} (pass --repo DIR)"
+        f"{PINS_DIR}/ and {SERIES_FILE} (pass --repo DIR)"
     )
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """Sort key of a release version (``2.14.1`` -> ``(2, 14, 1)``); refuse anything else."""
+    if not re.fullmatch(r"\d+(\.\d+)*", version):
+        raise ViewReplayError(f"{version!r}: not a release version (like 2.14.1)")
+    return tuple(int(part) for part in version.split("."))
+
+
+def pin_versions(root: Path) -> list[str]:
+    """The versions of ``pins/*/pin.toml``, oldest first; refuse a repository with none."""
+    pins = root / PINS_DIR
+    versions = [d.name for d in pins.iterdir() if (d / PIN_FILE).is_file()] if pins.is_dir() else []
+    if not versions:
+        raise ViewReplayError(f"{pins}: no pins (expected {PINS_DIR}/<version>/{PIN_FILE})")
+    return sorted(versions, key=version_key)
+
+
+def resolve_pin_version(root: Path, version: str | None) -> str:
+    """``version`` if the repository pins it, else refuse; ``None`` is the newest pin (the default)."""
+    versions = pin_versions(root)
+    if version is None:
+        return versions[-1]
+    if version not in versions:
+        raise ViewReplayError(f"no pin {version} in {root / PINS_DIR} (pins: {', '.join(versions)})")
+    return version
 
 
 @dataclass(frozen=True)
@@ -46,6 +80,12 @@ class Pin:
     upstream_tag: str
     local_version: str
     files: dict[str, str]
+    newest: bool
+
+    @property
+    def patch_dir(self) -> Path:
+        """Where this pin keeps the patches whose hunks differ from ``patches/`` (older pins only)."""
+        return self.path.parent / "patches"
 
     def custom_version(self, original_version: str) -> str:
         """Return our wheel version: ``2.13.0+cpu`` becomes ``2.13.0+viewreplay.cpu``."""
@@ -64,9 +104,10 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ViewReplayError(f"{path}: invalid TOML: {exc}") from None
 
 
-def load_pin(repo: Path) -> Pin:
-    """Read and validate ``pin.toml`` of ``repo``."""
-    path = repo / PIN_FILE
+def load_pin(repo: Path, version: str | None = None) -> Pin:
+    """Read and validate ``pins/<version>/pin.toml`` of ``repo`` (default: the newest pin)."""
+    version = resolve_pin_version(repo, version)
+    path = repo / PINS_DIR / version / PIN_FILE
     data = read_toml(path)
     torch = data.get("torch")
     if not isinstance(torch, dict):
@@ -82,7 +123,9 @@ def load_pin(repo: Path) -> Pin:
         isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) for v in files.values()
     ):
         raise ViewReplayError(f"{path}: [files] must map paths to sha256 hex digests")
-    return Pin(path=path, files=dict(files), **values)
+    if values["version"] != version:
+        raise ViewReplayError(f"{path}: [torch] version is {values['version']}, but the directory says {version}")
+    return Pin(path=path, files=dict(files), newest=version == pin_versions(repo)[-1], **values)
 
 
 def write_pin_files(pin_path: Path, hashes: dict[str, str]) -> None:
@@ -105,24 +148,38 @@ def write_pin_files(pin_path: Path, hashes: dict[str, str]) -> None:
     pin_path.write_text("".join(kept_before + table + kept_after), encoding="utf-8")
 
 
-def load_series(repo: Path) -> list[Path]:
-    """Return the patch files listed in ``patches/series``, in order; refuse an empty series."""
+def series_names(repo: Path) -> list[str]:
+    """The patch names listed in ``patches/series``, in order; refuse an empty series."""
     series = repo / SERIES_FILE
     try:
         text = series.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ViewReplayError(f"{series}: file not found") from None
-    patches = []
-    for line in text.splitlines():
-        name = line.split("#", 1)[0].strip()
-        if not name:
-            continue
-        patch = series.parent / name
-        if not patch.is_file():
-            raise ViewReplayError(f"{series}: lists {name}, but {patch} does not exist")
-        patches.append(patch)
-    if not patches:
+    names = [name for line in text.splitlines() if (name := line.split("#", 1)[0].strip())]
+    if not names:
         raise ViewReplayError(f"{series}: the series lists no patches")
+    return names
+
+
+def load_series(repo: Path, pin: Pin) -> list[Path]:
+    """The patch files of ``patches/series`` for ``pin``, in order: its own form where it has one.
+
+    Refuses a listed patch that exists in neither place, and a pin's patch that the series does not list.
+    """
+    names = series_names(repo)
+    patches = []
+    for name in names:
+        own = pin.patch_dir / name
+        patch = own if own.is_file() else repo / "patches" / name
+        if not patch.is_file():
+            raise ViewReplayError(f"{repo / SERIES_FILE}: lists {name}, but {patch} does not exist")
+        patches.append(patch)
+    if pin.patch_dir.is_dir():
+        stray = sorted(p.name for p in pin.patch_dir.iterdir() if p.name not in names)
+        if stray:
+            raise ViewReplayError(f"{pin.patch_dir}: {stray} not listed in {repo / SERIES_FILE}")
+        if pin.newest and any(pin.patch_dir.iterdir()):
+            raise ViewReplayError(f"{pin.patch_dir}: the newest pin's patches are patches/ itself")
     return patches
 
 
@@ -181,14 +238,14 @@ def load_overlay(repo: Path) -> dict[str, bytes]:
     return overlay
 
 
-def load_repo(root: Path, *, require_pinned_hashes: bool = True) -> Repo:
-    """Load the repository at ``root``.
+def load_repo(root: Path, pin_version: str | None = None, *, require_pinned_hashes: bool = True) -> Repo:
+    """Load the repository at ``root`` for one pin (default: the newest).
 
     With ``require_pinned_hashes`` the ``[files]`` table must list exactly the files the
     series touches (``pin-update`` loads without it, since it is what fixes the table).
     """
-    pin = load_pin(root)
-    patches = load_series(root)
+    pin = load_pin(root, pin_version)
+    patches = load_series(root, pin)
     repo = Repo(
         root=root,
         pin=pin,

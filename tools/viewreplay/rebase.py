@@ -5,6 +5,10 @@ into a scratch directory; each patch is applied in series order with ``git apply
 every hunk is reported (applied, applied at an offset, or rejected) and later patches see the
 hunks that did apply. For a rejected hunk the report says which of the lines it expects (context
 and removed lines) are missing from the new file, or that they exist but no longer together.
+
+A rejected hunk leaves its added lines out of the tree the later patches are tried on, so a later
+hunk whose context is those lines fails too. Such a hunk is reported as a cascade (every line it
+misses is one an earlier rejected hunk adds): port the earlier patch first, and it likely applies.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class Hunk:
     header: str
     old_start: int
     old_lines: list[str]
+    new_lines: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -41,6 +46,7 @@ class PatchResult:
     hunks: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    cascades: list[str] = field(default_factory=list)  # the problems that are only an earlier rejection's
 
 
 def parse_hunks(patch: Path) -> dict[str, list[Hunk]]:
@@ -58,6 +64,8 @@ def parse_hunks(patch: Path) -> dict[str, list[Hunk]]:
             hunks[current_file].append(hunk)
         elif hunk is not None and line[:1] in (" ", "-"):
             hunk.old_lines.append(line[1:])
+        elif hunk is not None and line[:1] == "+" and not line.startswith("+++ "):
+            hunk.new_lines.append(line[1:])
     return hunks
 
 
@@ -77,6 +85,15 @@ def why_rejected(hunk: Hunk, text: str | None) -> str:
         f"all {len(hunk.old_lines)} lines it expects still exist, but not together "
         "(code was inserted, moved or reordered inside the hunk's range)"
     )
+
+
+def cascade_of(hunk: Hunk, text: str, rejected_adds: dict[str, str]) -> str | None:
+    """The earlier patch whose rejected hunks add every line ``hunk`` expects and ``text`` lacks, if any."""
+    present = set(text.splitlines())
+    missing = [line for line in hunk.old_lines if line not in present]
+    if not missing or any(line not in rejected_adds for line in missing):
+        return None
+    return rejected_adds[missing[0]]
 
 
 def _source_files(repo: Repo, wheel: Path | None, checkout: Path | None, dest: Path) -> str:
@@ -108,6 +125,7 @@ def rebase_check(repo: Repo, *, wheel: Path | None = None, checkout: Path | None
         stage = Path(tmp)
         version = _source_files(repo, wheel, checkout, stage)
         env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(stage.parent)}
+        rejected_adds: dict[str, str] = {}  # line an earlier rejected hunk adds -> its patch
         for patch in repo.patches:
             result = PatchResult(patch.name)
             hunks = parse_hunks(patch)
@@ -129,9 +147,16 @@ def rebase_check(repo: Repo, *, wheel: Path | None = None, checkout: Path | None
                         current = line.split(" ", 2)[2].split(" with ")[0].rstrip(".")
                     elif (match := _REJECTED_RE.match(line)) and current in hunks:
                         hunk = hunks[current][int(match.group(1)) - 1]
-                        result.problems.append(
-                            f"{current} hunk #{hunk.number} {hunk.header}: {why_rejected(hunk, before[current])}"
+                        earlier = cascade_of(hunk, before[current], rejected_adds)
+                        reason = (
+                            f"cascade: its context is lines that {earlier} adds in a rejected hunk "
+                            "(port that patch first)" if earlier else why_rejected(hunk, before[current])
                         )
+                        problem = f"{current} hunk #{hunk.number} {hunk.header}: {reason}"
+                        result.problems.append(problem)
+                        if earlier:
+                            result.cascades.append(problem)
+                        rejected_adds.update(dict.fromkeys(hunk.new_lines, patch.name))
                     elif (match := _APPLIED_RE.match(line)) and match.group(3) and current:
                         result.notes.append(f"{current} hunk #{match.group(1)}: applies at an offset of {match.group(3)} lines")
                 for rej in stage.rglob("*.rej"):
@@ -150,7 +175,12 @@ def format_report(version: str, source: str, results: list[PatchResult]) -> str:
             lines.append(f"{result.patch}: applies ({result.hunks} hunk(s))")
         lines += [f"  note: {note}" for note in result.notes]
     failing = sum(1 for r in results if r.problems)
-    lines.append(
-        f"{failing} of {len(results)} patch(es) need work" if failing else "every hunk applies; now update the pin"
-    )
+    cascading = sum(1 for r in results if r.problems and len(r.cascades) == len(r.problems))
+    if not failing:
+        lines.append("every hunk applies; now update the pin")
+    else:
+        lines.append(
+            f"{failing} of {len(results)} patch(es) fail; {failing - cascading} need work"
+            + (f", {cascading} fail only on earlier rejected hunks' lines (cascades)" if cascading else "")
+        )
     return "\n".join(lines)

@@ -65,7 +65,10 @@ def locate_tree(path: Path, pin: Pin) -> Tree:
     version = tree_version(path)
     if public_version(version) != pin.version:
         source = path / ("version.txt" if form == "checkout" else "torch/version.py")
-        raise ViewReplayError(f"{source}: torch version {version} does not match the pinned {pin.version} ({pin.path})")
+        raise ViewReplayError(
+            f"{source}: torch version {version} does not match the pinned {pin.version} ({pin.path}; "
+            "--pin selects another pin)"
+        )
     return Tree(root=path, form=form, version=version)
 
 

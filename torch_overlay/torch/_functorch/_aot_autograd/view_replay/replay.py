@@ -53,6 +53,7 @@ plan reads no symbol off that output's strides or offset (plan.py).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -63,7 +64,7 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from .fallback import as_strided_fallback, FallbackReason, record_fallback
 from .multi_output import MultiOutputGroups
-from .plan import ReplayFn, ReplayPlan, UnplannableView
+from .plan import ReplayFn, ReplayPlan, UnplannableView, ViewReplayPlan
 from .subclass import same_inner_layouts
 
 
@@ -72,6 +73,40 @@ OutputsArg = Sequence[object] | None
 # regenerate(base, target, inputs, groups, outputs=None) -> the verified view, with the output's requires_grad
 Regenerator = ReplayFn
 _apply_view_meta_sequence = _functionalization.apply_view_meta_sequence
+
+# Note [Outputs on another storage than their base] (torch >= 2.14)
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# From 2.14, upstream's gen_alias_from_base translates the storage offset of
+# its as_strided() fallback when the graph's output lives on another storage
+# than the real base (inductor's copy_misaligned_inputs clones a misaligned
+# input, and the output is a view of the clone): the traced output's offset is
+# then relative to the base, so the base's own offset is added back. Patch
+# 0002 removes that code with the rest of the body, so the fallback and the
+# replay's metadata check do it here. Gated to the versions whose upstream
+# does it, so 2.13's behaviour (and its tests) stay as they are.
+_TRANSLATE_CROSS_STORAGE_OFFSET = torch.torch_version.TorchVersion(torch.__version__) >= (2, 14)
+
+
+def _cross_storage_shift(base: Tensor, target: Tensor) -> int:
+    """What to add to ``target``'s storage offset to address ``base``'s storage (0: same storage)."""
+    if not _TRANSLATE_CROSS_STORAGE_OFFSET or type(base) is not Tensor or type(target) is not Tensor:
+        return 0
+    # _cdata, not data_ptr(): safe on fake and meta storages while tracing.
+    if base.untyped_storage()._cdata == target.untyped_storage()._cdata:
+        return 0
+    return base.storage_offset()
+
+
+def _matches_on_base_storage(out: Tensor, target: Tensor, base: Tensor) -> bool:
+    """``same_layout(out, target)`` with ``target``'s offset moved onto ``base``'s storage."""
+    shift = _cross_storage_shift(base, target)
+    return (
+        shift != 0
+        and out.dtype == target.dtype
+        and out.size() == target.size()
+        and out.stride() == target.stride()
+        and out.storage_offset() == target.storage_offset() + shift
+    )
 
 
 def same_layout(a: Tensor, b: Tensor) -> bool:
@@ -129,7 +164,8 @@ def _fallback(
         base,
         target.size(),
         target.stride(),
-        target.storage_offset(),
+        # See Note [Outputs on another storage than their base]
+        target.storage_offset() + _cross_storage_shift(base, target),
         target.dtype,
         reason,
         detail,
@@ -158,7 +194,79 @@ def _unplannable(view_meta_sequence: Any, plan: ReplayPlan) -> UnplannableView |
     return None
 
 
+# Note [Regenerators as source] (torch >= 2.14)
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# From 2.14, compile_to_python (the lowering behind torch.compiler.precompile)
+# composes the runtime wrapper's generated source with its globals into a
+# standalone module: each global must be a known helper, importable, or
+# emittable as source. A closure is none of these (stock binds
+# gen_alias_from_base and the ViewMetaSequence). A PrecompiledRegenerator
+# reduces to PrecompiledRegenerator(sequence, plan, flags), which source_emit
+# writes out (ViewMetaSequence through _from_parts, plans and UnplannableViews
+# as dataclasses), so the precompiled module rebuilds the same regenerator.
+# No version gate: on 2.13 nothing emits it, and a call costs one more
+# Python-level call.
+
+
+class PrecompiledRegenerator:
+    """The regenerator of one aliased output, as an importable value object.
+
+    Calls go to the function ``_resolve_regenerator`` made once (Note
+    [Precompiled regenerators]). Unlike that closure, the object reduces to
+    a call of its class with its arguments, so torch >= 2.14's
+    ``compile_to_python`` (torch.compiler.precompile), which turns the runtime
+    wrapper's globals into source, can emit it (Note [Regenerators as source]).
+    """
+
+    __slots__ = ("_args", "_fn")
+
+    def __init__(
+        self,
+        view_meta_sequence: Any,
+        replay_plan: ReplayPlan,
+        requires_grad: bool,
+        replay_views: bool,
+        target_is_view_of_base: bool,
+    ) -> None:
+        self._args = (view_meta_sequence, replay_plan, requires_grad, replay_views, target_is_view_of_base)
+        self._fn = _resolve_regenerator(
+            view_meta_sequence,
+            replay_plan,
+            requires_grad=requires_grad,
+            replay_views=replay_views,
+            target_is_view_of_base=target_is_view_of_base,
+        )
+
+    def __call__(
+        self, base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None,
+        outputs: OutputsArg = None,
+    ) -> Tensor:
+        return self._fn(base, target, inputs, groups, outputs)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Note [Regenerators as source]: a plan is emitted without its compiled
+        # function (compare=False, recompiled on first use).
+        vms, plan, *flags = self._args
+        if isinstance(plan, ViewReplayPlan):
+            plan = dataclasses.replace(plan, _fn=None)
+        return (PrecompiledRegenerator, (vms, plan, *flags))
+
+
 def make_regenerator(
+    view_meta_sequence: Any,
+    replay_plan: ReplayPlan,
+    *,
+    requires_grad: bool,
+    replay_views: bool,
+    target_is_view_of_base: bool = True,
+) -> Regenerator:
+    """``_resolve_regenerator``'s function, wrapped in a :class:`PrecompiledRegenerator`."""
+    return PrecompiledRegenerator(
+        view_meta_sequence, replay_plan, requires_grad, replay_views, target_is_view_of_base
+    )
+
+
+def _resolve_regenerator(
     view_meta_sequence: Any,
     replay_plan: ReplayPlan,
     *,
@@ -238,7 +346,9 @@ def make_regenerator(
                     base, target, FallbackReason.REPLAY_ERROR, f"{describe()}: {type(e).__name__}: {e}"
                 )
             else:
-                if not matches(out, target):
+                if not matches(out, target) and not (
+                    target_is_view_of_base and _matches_on_base_storage(out, target, base)
+                ):
                     out = _fallback(
                         base, target, FallbackReason.METADATA_MISMATCH,
                         f"{describe()}: replayed size={tuple(out.size())} stride={out.stride()} "
@@ -323,7 +433,7 @@ def regenerate_alias(
     The body of ``gen_alias_from_base``, for its callers outside the runtime
     wrapper's alias function (which holds one regenerator per output).
     """
-    regenerate = make_regenerator(
+    regenerate = _resolve_regenerator(
         target_view_meta_sequence, replay_plan, requires_grad=target_requires_grad, replay_views=replay_views
     )
     return regenerate(aliased_base_tensor, target_meta_tensor, inputs, groups)
