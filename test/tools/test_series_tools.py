@@ -130,7 +130,7 @@ def test_export_refuses_a_dirty_checkout(series_checkout: Path, tmp_path: Path, 
     checkout = tmp_path / "work"
     git(tmp_path, "clone", "-q", str(series_checkout), str(checkout))
     (checkout / "torch" / "version.py").write_text("# dirty\n")
-    assert run_cli("export", "--repo", copy_repo(tmp_path), checkout) == 1
+    assert run_cli("export", "--repo", copy_repo(tmp_path), "--pin", TOOLS_PIN, checkout) == 1
     assert "uncommitted changes" in capsys.readouterr().err
 
 
