@@ -21,7 +21,7 @@ from torch.testing._internal.common_utils import (
     run_tests,
 )
 
-from view_replay_testing import as_tuple, CompileTestCase, fallback_counts, PATCHED
+from view_replay_testing import as_tuple, CompileTestCase, fallback_counts, PATCHED, TORCH_2_14
 
 
 def mul_then_slice(a):
@@ -69,7 +69,6 @@ CASES: dict[str, tuple[Callable[..., Any], bool, Any]] = {
 # gen_alias_from_base adds the base's offset to that of an output on another storage (for
 # inductor's copy_misaligned_inputs), and the new value is one: right for an input at an offset,
 # still wrong where the new value's strides are not the input's (a transposed input).
-_STOCK_2_13 = torch.torch_version.TorchVersion(torch.__version__) < (2, 14)
 STOCK_WRONG_LAYOUT = {
     ("mul_then_narrow_item", False, "transposed"),
     ("mul_then_narrow_item", True, "transposed"),
@@ -84,7 +83,7 @@ STOCK_WRONG_LAYOUT = {
         ("mul_then_split", False, "offset"),
         ("mul_then_split", True, "offset"),
     }
-    if _STOCK_2_13
+    if not TORCH_2_14
     else set()
 )
 

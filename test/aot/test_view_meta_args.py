@@ -33,7 +33,14 @@ from torch.testing._internal.common_utils import (
     TestCase,
 )
 
-from view_replay_testing import autograd_nodes, CompileTestCase, fallback_counts, PATCHED, strict_view_replay
+from view_replay_testing import (
+    autograd_nodes,
+    CompileTestCase,
+    fallback_counts,
+    PATCHED,
+    strict_view_replay,
+    TORCH_2_14,
+)
 
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -56,7 +63,7 @@ DEFECT_PROBED = {"_unsafe_view_ViewMeta", "resize__ViewMeta"}
 # 2.14 declares these two classes' size vectors by value (pytorch#184774): as_tuple() reads
 # them right there, on stock and patched alike. The overlay still never reads them
 # (Note [Reading ViewMeta arguments]), so only what the probes and stock's warm cache show differs.
-ACCESSOR_FIXED = torch.torch_version.TorchVersion(torch.__version__) >= (2, 14)
+ACCESSOR_FIXED = TORCH_2_14
 
 
 def _audit_round(results: dict[str, dict[str, list]]) -> None:

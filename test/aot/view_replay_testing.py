@@ -1,7 +1,7 @@
 """Shared helpers of the view-replay AOT tests.
 
-Every test module here runs under stock torch 2.13.0 (documenting the bugs)
-and under the patched wheel (showing the fixes); ``PATCHED`` says which.
+Every test module here runs under stock torch (documenting the bugs) and under
+the patched wheel (showing the fixes), of every pin; ``PATCHED`` says which.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from viewreplay.cases import autograd_nodes, view_replay_installed
 
 
 PATCHED = view_replay_installed()
+# Where stock torch changed between the pins, tests gate on this (and say what upstream changed).
+TORCH_2_14 = torch.torch_version.TorchVersion(torch.__version__) >= (2, 14)
 
 
 @contextlib.contextmanager

@@ -60,16 +60,6 @@ def pin_versions(root: Path) -> list[str]:
     return sorted(versions, key=version_key)
 
 
-def resolve_pin_version(root: Path, version: str | None) -> str:
-    """``version`` if the repository pins it, else refuse; ``None`` is the newest pin (the default)."""
-    versions = pin_versions(root)
-    if version is None:
-        return versions[-1]
-    if version not in versions:
-        raise ViewReplayError(f"no pin {version} in {root / PINS_DIR} (pins: {', '.join(versions)})")
-    return version
-
-
 @dataclass(frozen=True)
 class Pin:
     """The contents of ``pin.toml``."""
@@ -106,7 +96,11 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 def load_pin(repo: Path, version: str | None = None) -> Pin:
     """Read and validate ``pins/<version>/pin.toml`` of ``repo`` (default: the newest pin)."""
-    version = resolve_pin_version(repo, version)
+    versions = pin_versions(repo)
+    if version is None:
+        version = versions[-1]
+    elif version not in versions:
+        raise ViewReplayError(f"no pin {version} in {repo / PINS_DIR} (pins: {', '.join(versions)})")
     path = repo / PINS_DIR / version / PIN_FILE
     data = read_toml(path)
     torch = data.get("torch")
@@ -125,7 +119,7 @@ def load_pin(repo: Path, version: str | None = None) -> Pin:
         raise ViewReplayError(f"{path}: [files] must map paths to sha256 hex digests")
     if values["version"] != version:
         raise ViewReplayError(f"{path}: [torch] version is {values['version']}, but the directory says {version}")
-    return Pin(path=path, files=dict(files), newest=version == pin_versions(repo)[-1], **values)
+    return Pin(path=path, files=dict(files), newest=version == versions[-1], **values)
 
 
 def write_pin_files(pin_path: Path, hashes: dict[str, str]) -> None:

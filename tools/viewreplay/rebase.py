@@ -69,13 +69,17 @@ def parse_hunks(patch: Path) -> dict[str, list[Hunk]]:
     return hunks
 
 
+def _missing_lines(hunk: Hunk, text: str) -> list[str]:
+    """The lines ``hunk`` expects (context and removed) that ``text`` does not have."""
+    present = set(text.splitlines())
+    return [line for line in hunk.old_lines if line not in present]
+
+
 def why_rejected(hunk: Hunk, text: str | None) -> str:
     """A one-line reason a hunk does not apply to ``text`` (None: the file is missing)."""
     if text is None:
         return "the file does not exist in the new version (removed or moved upstream)"
-    lines = text.splitlines()
-    present = set(lines)
-    missing = [line for line in hunk.old_lines if line not in present]
+    missing = _missing_lines(hunk, text)
     if missing:
         return (
             f"{len(missing)} of the {len(hunk.old_lines)} lines it expects are gone from the new file, "
@@ -89,8 +93,7 @@ def why_rejected(hunk: Hunk, text: str | None) -> str:
 
 def cascade_of(hunk: Hunk, text: str, rejected_adds: dict[str, str]) -> str | None:
     """The earlier patch whose rejected hunks add every line ``hunk`` expects and ``text`` lacks, if any."""
-    present = set(text.splitlines())
-    missing = [line for line in hunk.old_lines if line not in present]
+    missing = _missing_lines(hunk, text)
     if not missing or any(line not in rejected_adds for line in missing):
         return None
     return rejected_adds[missing[0]]

@@ -98,15 +98,9 @@ def _cross_storage_shift(base: Tensor, target: Tensor) -> int:
 
 
 def _matches_on_base_storage(out: Tensor, target: Tensor, base: Tensor) -> bool:
-    """``same_layout(out, target)`` with ``target``'s offset moved onto ``base``'s storage."""
+    """``out`` has ``target``'s layout once ``target``'s offset is moved onto ``base``'s storage."""
     shift = _cross_storage_shift(base, target)
-    return (
-        shift != 0
-        and out.dtype == target.dtype
-        and out.size() == target.size()
-        and out.stride() == target.stride()
-        and out.storage_offset() == target.storage_offset() + shift
-    )
+    return shift != 0 and _same_dense_layout(out, target, offset_shift=shift)
 
 
 def same_layout(a: Tensor, b: Tensor) -> bool:
@@ -134,12 +128,13 @@ def _same_size(a: Tensor, b: Tensor) -> bool:
     return a.dtype == b.dtype and a.size() == b.size()
 
 
-def _same_dense_layout(a: Tensor, b: Tensor) -> bool:
+def _same_dense_layout(a: Tensor, b: Tensor, offset_shift: int = 0) -> bool:
+    """``same_layout`` of dense tensors, ``b``'s storage offset moved by ``offset_shift``."""
     if a.dtype != b.dtype or a.size() != b.size():
         return False
     if a.numel() == 0:
         return True
-    if a.storage_offset() != b.storage_offset():
+    if a.storage_offset() != b.storage_offset() + offset_shift:
         return False
     return all(
         size == 1 or sa == sb for size, sa, sb in zip(a.size(), a.stride(), b.stride())
