@@ -9,6 +9,6 @@ setup(
     package_dir={"": "tools"},
     packages=["viewreplay"],
     python_requires=">=3.11",
-    install_requires=["wheel"],
+    install_requires=["pyflakes", "wheel"],
     entry_points={"console_scripts": ["viewreplay=viewreplay.cli:main"]},
 )

@@ -157,9 +157,20 @@ def test_stage_upstream_applies_with_git_am(
     git(tmp_path, "clone", "-q", str(pristine_checkout), str(fresh))
     git(fresh, "am", "-q", "--keep-non-patch", *map(str, patches))
     repo = load_repo(REPO_ROOT, TOOLS_PIN)
+    stack = load_stack(repo)
     assert len(git(fresh, "rev-list", "origin/main..HEAD").split()) == len(patches)
+    # The whole stack adds every overlay module as the wheel has it, without the stack markers.
     for rel, data in repo.overlay.items():
-        assert (fresh / rel).read_bytes() == data
+        text = (fresh / rel).read_text()
+        assert text == stack.overlay_text(repo.overlay, rel, len(stack.prs))
+        assert "# [stack" not in text and "# [/stack]" not in text
+        assert text.splitlines() == [line for line in data.decode().splitlines() if "# [stack: " not in line
+                                     and line.strip() != "# [/stack]"]
+    # Reviewable sizes: no PR adds more than about 500 lines (tests included; 600 at most).
+    for patch in patches:
+        numstat = git(fresh, "apply", "--numstat", str(patch)).splitlines()
+        added = sum(int(line.split()[0]) for line in numstat)
+        assert added <= 600, f"{patch.name} adds {added} lines"
     pristine = {rel: (pristine_checkout / rel).read_bytes() for rel in repo.touched_files}
     for rel, data in apply_series(pristine, repo.patches, reverse=False).items():
         assert (fresh / rel).read_bytes() == data
@@ -173,24 +184,58 @@ def test_stage_upstream_applies_with_git_am(
 def test_stage_upstream_refuses_a_stack_that_does_not_import(
     pristine_checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # render.py moved from its PR to one after symbolic-replay, whose plan.py imports it.
     stack = (REPO_ROOT / "upstream" / "stack.toml").read_text()
-    moved = '    "torch/_functorch/_aot_autograd/view_replay/plan.py",\n'
+    moved = 'overlay = ["torch/_functorch/_aot_autograd/view_replay/render.py"]\n'
     assert moved in stack
     broken = stack.replace(moved, "", 1).replace(
-        'patches = ["0003-', 'overlay = ["torch/_functorch/_aot_autograd/view_replay/plan.py"]\npatches = ["0003-', 1
+        'name = "traced-base-steps"\n', 'name = "traced-base-steps"\n' + moved, 1
     )
     (tmp_path / "stack.toml").write_text(broken)
     out = tmp_path / "staged"
     assert run_cli("stage-upstream", *REAL_REPO, "--out", out, "--checkout", pristine_checkout,
                    "--stack", tmp_path / "stack.toml") == 1
     err = capsys.readouterr().err
-    assert "would not import on its own" in err and "view_replay/plan.py, which this commit does not have" in err
+    assert "[[pr]] symbolic-replay would not import on its own" in err
+    assert "view_replay/plan.py:" in err and "view_replay/render.py, which this commit does not have" in err
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_stage_upstream_refuses_a_region_that_leaves_an_unused_import(
+    pristine_checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # replay.py's `import dataclasses` belongs to precompiled-regenerators; without its region
+    # markers the first PR adds it, unused.
+    repo_copy = copy_repo(tmp_path)
+    replay = repo_copy / "torch_overlay/torch/_functorch/_aot_autograd/view_replay/replay.py"
+    region = "# [stack: precompiled-regenerators]\nimport dataclasses\n# [/stack]\n"
+    assert region in replay.read_text()
+    replay.write_text(replay.read_text().replace(region, "import dataclasses\n", 1))
+    out = tmp_path / "staged"
+    assert run_cli("stage-upstream", "--repo", repo_copy, "--pin", TOOLS_PIN, "--out", out,
+                   "--checkout", pristine_checkout) == 1
+    err = capsys.readouterr().err
+    assert "[[pr]] fallback-point: the staged files do not lint" in err
+    assert "view_replay/replay.py:" in err and "'dataclasses' imported but unused" in err
+
+
+def test_stage_upstream_refuses_a_region_of_an_unknown_or_earlier_pr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo_copy = copy_repo(tmp_path)
+    plan = repo_copy / "torch_overlay/torch/_functorch/_aot_autograd/view_replay/plan.py"
+    text = plan.read_text()
+    plan.write_text(text.replace("# [stack: synthetic-base-indices]", "# [stack: no-such-pr]", 1)
+                    .replace("# [stack: multi-output-views]", "# [stack: fallback-point]", 1))
+    assert run_cli("stage-upstream", "--repo", repo_copy, "--pin", TOOLS_PIN, "--out", tmp_path / "o") == 1
+    err = capsys.readouterr().err
+    assert "region for 'no-such-pr', which is no [[pr]]" in err
+    assert "region for 'fallback-point', not after 'symbolic-replay', which stages the module" in err
 
 
 def test_stage_upstream_refuses_unstaged_and_unknown_items(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stack = (REPO_ROOT / "upstream" / "stack.toml").read_text()
-    broken = stack.replace('    "torch/_functorch/_aot_autograd/view_replay/symbols.py",\n', "", 1).replace(
+    broken = stack.replace('overlay = ["torch/_functorch/_aot_autograd/view_replay/symbols.py"]\n', "", 1).replace(
         "${unbind_backward_ms}", "${no_such_number}", 1
     )
     (tmp_path / "stack.toml").write_text(broken)
@@ -244,6 +289,10 @@ def test_stage_upstream_applies_test_patches_where_the_file_exists(
     pristine_checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     repo_copy = copy_repo(tmp_path)
+    # One PR stages everything: the overlay's stack regions (which name the real stack's PRs) go.
+    for module in (repo_copy / "torch_overlay").rglob("*.py"):
+        lines = module.read_text().splitlines(keepends=True)
+        module.write_text("".join(line for line in lines if not line.lstrip().startswith(("# [stack: ", "# [/stack]"))))
     repo = load_repo(repo_copy, TOOLS_PIN)
     test_file = "test/functorch/test_fixture.py"
     patch = repo_copy / "upstream" / "test_patches" / "one.patch"

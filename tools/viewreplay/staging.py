@@ -26,6 +26,7 @@ from viewreplay import ViewReplayError
 from viewreplay.checkout import make_checkout
 from viewreplay.gitrepo import Identity, check_upstream_checkout, git, patch_identity
 from viewreplay.pin import read_toml, Repo
+from viewreplay.regions import check_regions, parse_regions, Region, staged_text
 
 STACK_FILE = Path("upstream") / "stack.toml"
 UPSTREAM_DIR = "upstream"
@@ -56,6 +57,13 @@ class Stack:
     path: Path
     numbers: dict[str, object]
     prs: list[PullRequest]
+    # Overlay module -> its stack regions (viewreplay.regions): the lines later PRs add.
+    regions: dict[str, list[Region]]
+
+    def overlay_text(self, overlay: dict[str, bytes], rel: str, upto: int) -> str:
+        """Overlay module ``rel`` as the first ``upto`` PRs leave it."""
+        included = {pr.name for pr in self.prs[:upto]}
+        return staged_text(overlay[rel].decode("utf-8"), self.regions[rel], included)
 
 
 def _string_list(table: dict, key: str, where: str) -> list[str]:
@@ -108,11 +116,21 @@ def load_stack(repo: Repo, path: Path | None = None) -> Stack:
         problems += [f"{path}: {label} {x} is not staged by any [[pr]]" for x in expected if x not in staged]
     if staged_patches != [p for p in (p.name for p in repo.patches) if p in staged_patches]:
         problems.append(f"{path}: patches must be staged in series order ({', '.join(staged_patches)})")
+    names = [pr.name for pr in prs]
+    problems += [f"{path}: [[pr]] name {n} is used more than once" for n in sorted(set(names)) if names.count(n) > 1]
+    order = {pr.name: index for index, pr in enumerate(prs)}
+    staged_by = {o: pr.name for pr in prs for o in pr.overlay}
+    regions: dict[str, list[Region]] = {}
+    for rel, content in repo.overlay.items():
+        where = f"torch_overlay/{rel}"
+        regions[rel] = parse_regions(content.decode("utf-8"), where) if rel.endswith(".py") else []
+        if rel in staged_by:
+            problems += check_regions(regions[rel], order, staged_by[rel], where)
     if problems:
         raise ViewReplayError("the stack does not match the repository:\n  " + "\n  ".join(problems))
     for pr in prs:
         pr.message(numbers)  # refuse unknown placeholders before touching any checkout
-    return Stack(path=path, numbers=numbers, prs=prs)
+    return Stack(path=path, numbers=numbers, prs=prs, regions=regions)
 
 
 def _top_level_names(source: str) -> set[str]:
@@ -185,34 +203,84 @@ def _apply_test_patch(repo: Repo, worktree: Path, rel: str) -> str | None:
     return None
 
 
+def lint_problems(worktree: Path, files: list[str]) -> list[str]:
+    """pyflakes' findings (undefined names, unused imports, ...) in the staged ``files``.
+
+    A region that leaves a name behind, or drops the last use of an import, shows here. Lines
+    marked ``# noqa`` (such as a config module's star import) are not reported.
+    """
+    from pyflakes.api import check
+    from pyflakes.reporter import Reporter
+
+    class Collect(Reporter):
+        def __init__(self) -> None:
+            self.found: list[str] = []
+
+        def unexpectedError(self, filename, msg) -> None:  # noqa: N802 - pyflakes' interface
+            self.found.append(f"{filename}: {msg}")
+
+        def syntaxError(self, filename, msg, lineno, offset, text) -> None:  # noqa: N802
+            self.found.append(f"{filename}:{lineno}: {msg}")
+
+        def flake(self, message) -> None:
+            self.found.append(str(message))
+
+    problems = []
+    for rel in files:
+        if not rel.endswith(".py"):
+            continue
+        source = (worktree / rel).read_text(encoding="utf-8")
+        lines = source.splitlines()
+        reporter = Collect()
+        check(source, rel, reporter)
+        for finding in reporter.found:
+            number = finding.split(":")[1] if finding.count(":") >= 2 else ""
+            if number.isdigit() and 0 < int(number) <= len(lines) and "# noqa" in lines[int(number) - 1]:
+                continue
+            problems.append(finding)
+    return problems
+
+
 def _stage_commits(repo: Repo, stack: Stack, worktree: Path, identity: Identity) -> list[str]:
     """Create one commit per PR in ``worktree`` (detached at the tag); return the test patches left out."""
     left_out: list[str] = []
     overlay = set(repo.overlay)
     touched: list[str] = []
     staged: list[str] = []
-    for pr in stack.prs:
+    for index, pr in enumerate(stack.prs, 1):
         for patch in pr.patches:
             git(worktree, "apply", "--index", "--whitespace=nowarn", str(patch))
             touched += [t for t in repo.targets[patch] if t not in touched]
-        for rel in pr.overlay:
-            (worktree / rel).parent.mkdir(parents=True, exist_ok=True)
-            (worktree / rel).write_bytes(repo.overlay[rel])
+        staged += pr.overlay
+        # Modules staged so far, as this PR leaves them (their regions up to this PR).
+        changed = []
+        for rel in staged:
+            text = stack.overlay_text(repo.overlay, rel, index)
+            target = worktree / rel
+            if not target.is_file() or target.read_text(encoding="utf-8") != text:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+                changed.append(rel)
         for rel in pr.files:
             (worktree / rel).parent.mkdir(parents=True, exist_ok=True)
             (worktree / rel).write_bytes((repo.root / UPSTREAM_DIR / rel).read_bytes())
-        if pr.overlay or pr.files:
-            git(worktree, "add", "-f", "--", *pr.overlay, *pr.files)
+        if changed or pr.files:
+            git(worktree, "add", "-f", "--", *changed, *pr.files)
         for rel in pr.test_patches:
             reason = _apply_test_patch(repo, worktree, rel)
             if reason is not None:
                 left_out.append(f"[[pr]] {pr.name}: {reason}")
-        staged += pr.overlay
         problems = check_imports(worktree, touched + staged, overlay)
         if problems:
             raise ViewReplayError(
                 f"{stack.path}: [[pr]] {pr.name} would not import on its own; stage the module earlier "
                 "or split it:\n  " + "\n  ".join(problems)
+            )
+        problems = lint_problems(worktree, staged + pr.files)
+        if problems:
+            raise ViewReplayError(
+                f"{stack.path}: [[pr]] {pr.name}: the staged files do not lint (check the stack regions "
+                "of the modules named):\n  " + "\n  ".join(problems)
             )
         with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".msg", delete=False) as handle:
             handle.write(pr.message(stack.numbers))

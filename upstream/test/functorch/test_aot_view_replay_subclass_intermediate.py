@@ -26,8 +26,6 @@ class TestSubclassIntermediateBases(TestCase):
 
     @parametrize("dynamic", [False, True])
     def test_two_tensor_outputs_alias_one_intermediate(self, dynamic):
-        from torch.testing._internal.two_tensor import TwoTensor
-
         def fn(x):
             o = x * 2
             return o.view(-1), o.t()

@@ -145,37 +145,8 @@ class TestViewReplayPlan(TestCase):
         plans = self._plans_of(lambda x: x[:2].t(), torch.randn(6, 4), dynamic=False)
         self.assertEqual(plans, [None])
 
-    @parametrize("dynamic", [False, True])
-    def test_unsafe_view_size_is_read_off_the_traced_step(self, dynamic):
-        # x @ w with a 3-D x is mm + _unsafe_view, whose as_tuple() reads freed
-        # memory in 2.13: the plan takes its size from the step replayed on the
-        # traced base, and caches as its plan (pickling its source only).
-        def fn(x, w):
-            y = x @ w
-            return y[0], y[1].t()
-
-        x, w = torch.randn(2, 4, 8), torch.randn(8, 8)
-        plans = self._plans_of(fn, x.requires_grad_(), w, dynamic=dynamic)
-        self.assertEqual(len(plans), 2)
-        for plan in plans:
-            self.assertIsInstance(plan, ViewReplayPlan)
-            self.assertEqual(plan.view_metas[0], "_unsafe_view_ViewMeta")
-            pickle.loads(pickle.dumps(plan))
-        with view_replay.config.patch(strict=True):
-            xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
-            outs = torch.compile(fn, backend="aot_eager", dynamic=dynamic)(xr, wr)
-        self.assertEqual([o.grad_fn.name() for o in outs], ["SelectBackward0", "TBackward0"])
-        self.assertEqual(outs, fn(x.detach(), w))
-
-    def test_identity_slice_is_dropped(self):
-        # Dynamo records x[:, -1]'s full slice under dynamic shapes; eager's
-        # indexing has no SliceBackward0 for it.
-        (plan,) = self._plans_of(lambda x: x[:, -1], torch.randn(6, 4, requires_grad=True))
-        self.assertEqual(plan.view_metas, ("select_int_ViewMeta",))
-
 
 instantiate_parametrized_tests(TestViewReplay)
-instantiate_parametrized_tests(TestViewReplayPlan)
 
 
 if __name__ == "__main__":

@@ -11,25 +11,8 @@ eager's nodes (ViewBackward0, SliceBackward0, ...); otherwise it holds
 AsStridedBackward0, which is slow and unsupported by some tensor subclasses.
 
 This package owns that regeneration (it is installed into torch by the
-view-replay patch series):
-  * plan.py     compile time: plans the replay of view chains with symbolic
-                arguments (Note [Symbolic view replay]);
-  * symbols.py  compile time: binds each free symbol to a runtime value;
-  * symbol_outputs.py  the graph returns the symbols that no value carries
-                (Note [Symbol outputs]);
-  * view_meta_args.py  compile time: reads ViewMeta arguments without 2.13's
-                unsafe accessor (Note [Reading ViewMeta arguments]);
-  * multi_output.py  pieces of unbind/split/chunk: classification hooks and
-                one regeneration per group (Note [Multi-output views]);
-  * subclass.py compile time: the outer view chain of tensor-subclass outputs
-                (Note [Subclass view replay]);
-  * replay.py   runtime: one precompiled regenerator per aliased output,
-                which replays, verifies the metadata against the graph's
-                output, and otherwise falls back (Note [Precompiled
-                regenerators]);
-  * fallback.py the single as_strided() fallback point, which counts, logs
-                and (in strict mode) raises (Note [View replay fallback]);
-  * config.py   flags.
+view-replay patch series); each module says what it does, and fallback.py
+holds the single as_strided() fallback point (Note [View replay fallback]).
 
 Outputs without a ViewMeta sequence are replayed with the view function that
 autograd recorded for them, if any (Note [Recorded view functions of graph
@@ -38,45 +21,88 @@ outputs] in replay.py).
 
 from . import config
 from .fallback import FallbackReason, ViewReplayFallbackError
+# [stack: multi-output-views]
 from .multi_output import (
     hide_input_multi_output_aliasing,
     hide_intermediate_alias,
     MultiOutputGroups,
 )
+# [/stack]
+# [stack: symbolic-replay]
 from .plan import (
     inputs_read_by_replay,
     output_alias_info_runtime_safe,
     plan_replay,
+    # [stack: synthetic-base-indices]
     remap_plan_inputs,
+    # [/stack]
     ReplayPlan,
     UnplannableView,
     ViewReplayPlan,
 )
-from .replay import make_regenerator, regenerate_alias, Regenerator
+# [/stack]
+from .replay import (
+    # [stack: precompiled-regenerators]
+    make_regenerator,
+    # [/stack]
+    regenerate_alias,
+    Regenerator,
+)
+# [stack: symbol-outputs]
 from .symbol_outputs import symbol_output_slice, SymbolOutputs, with_symbol_outputs
-from .subclass import plan_subclass_view_chain, with_dense_intermediate_bases
+# [/stack]
+# [stack: subclass-outer-views]
+from .subclass import (
+    plan_subclass_view_chain,
+    # [stack: subclass-intermediate-bases]
+    with_dense_intermediate_bases,
+    # [/stack]
+)
+# [/stack]
 
 
 __all__ = [
     "FallbackReason",
+    # [stack: multi-output-views]
     "MultiOutputGroups",
+    # [/stack]
     "Regenerator",
+    # [stack: symbolic-replay]
     "ReplayPlan",
     "UnplannableView",
+    # [/stack]
     "ViewReplayFallbackError",
+    # [stack: symbolic-replay]
     "ViewReplayPlan",
+    # [/stack]
     "config",
+    # [stack: multi-output-views]
     "hide_input_multi_output_aliasing",
     "hide_intermediate_alias",
+    # [/stack]
+    # [stack: symbolic-replay]
     "inputs_read_by_replay",
+    # [/stack]
+    # [stack: precompiled-regenerators]
     "make_regenerator",
+    # [/stack]
+    # [stack: symbolic-replay]
     "output_alias_info_runtime_safe",
     "plan_replay",
+    # [/stack]
+    # [stack: subclass-outer-views]
     "plan_subclass_view_chain",
+    # [/stack]
     "regenerate_alias",
+    # [stack: synthetic-base-indices]
     "remap_plan_inputs",
+    # [/stack]
+    # [stack: symbol-outputs]
     "symbol_output_slice",
     "SymbolOutputs",
     "with_symbol_outputs",
+    # [/stack]
+    # [stack: subclass-intermediate-bases]
     "with_dense_intermediate_bases",
+    # [/stack]
 ]

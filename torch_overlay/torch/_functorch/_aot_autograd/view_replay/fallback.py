@@ -44,12 +44,15 @@ class FallbackReason(enum.Enum):
     NO_VIEW_META = "no view-meta sequence was recorded for this output"
     # View replay is disabled by torch._functorch.config.view_replay_for_aliased_outputs.
     REPLAY_DISABLED = "view replay is disabled by torch._functorch.config.view_replay_for_aliased_outputs"
+    # [stack: symbolic-replay]
     # The view chain has symbolic arguments and symbolic replay is switched off.
     SYMBOLIC_REPLAY_DISABLED = "the view chain has symbolic arguments and view_replay.config.replay_symbolic_views is off"
     # A free symbol of the view chain has no runtime source (see symbols.py).
     UNBOUND_SYMBOL = "a symbol of the view chain cannot be bound to a runtime value"
+    # [/stack]
     # The replayed view does not have the target's size, stride or storage offset.
     METADATA_MISMATCH = "the replayed view's metadata differs from the output's"
+    # [stack: symbolic-replay]
     # A ViewMeta's arguments cannot be read safely: its accessor reads freed
     # memory in 2.13 (see Note [Reading ViewMeta arguments] in view_meta_args.py).
     UNREADABLE_VIEW_META = "a ViewMeta of the view chain exposes its arguments only through an unsafe accessor"
@@ -60,6 +63,7 @@ class FallbackReason(enum.Enum):
     # The plan's rendered arguments, evaluated on the symbols' hints at compile
     # time, differ from the traced arguments.
     PLAN_CHECK_FAILED = "the plan's arguments, evaluated on the traced sizes, differ from the traced ones"
+    # [/stack]
     # Replaying a view op raised an error.
     REPLAY_ERROR = "replaying the view chain raised an error"
     # The base has other metadata than the target's recorded base, so the base

@@ -12,10 +12,6 @@ shapes) and drops them before caching, so such outputs fall back to
 as_strided() and get AsStridedBackward0.
 
 We plan those sequences once, at compile time:
-  0. where needed, the sequence is replayed step by step on the traced base; the step
-     results give the arguments that cannot be read off the ViewMeta itself
-     (Note [Reading ViewMeta arguments]) and show which full slices are
-     identities (Note [Identity slices]);
   1. every SymInt argument of every ViewMeta is turned into a sympy expression;
   2. every free symbol gets a SymbolLocator (symbols.py) on the runtime values;
   3. the whole chain is rendered to the source of one Python function that
@@ -32,31 +28,41 @@ UnplannableView carrying the reason, and the runtime goes to the fallback point.
 
 from __future__ import annotations
 
+# [stack: traced-base-steps]
 import contextlib
+# [/stack]
 import dataclasses
+# [stack: synthetic-base-indices]
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
+# [/stack]
+from collections.abc import Sequence
 from typing import Any, TYPE_CHECKING
 
 import sympy
 
+# [stack: traced-base-steps]
 import torch
+# [/stack]
 from torch import Tensor
 from torch._C import _functionalization
+# [stack: traced-base-steps]
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils._python_dispatch import _disable_current_modes
-from torch.utils._sympy.printers import PythonPrinter
+# [/stack]
 
 from .fallback import FallbackReason
+# [stack: multi-output-views]
 from .multi_output import (
     is_multi_output_view_meta,
     MULTI_OUTPUT_VIEW_OPS,
-    MultiOutputGroups,
     OP_ARGS_START,
     OUT_INDEX_POSITION,
     pieces_of,
 )
+# [/stack]
+from .render import ArgumentRenderer, check_against_hints, resolve_constant, UnrenderableArgument
 from .symbols import locate_symbols, RuntimeSource, SymbolLocator
 from .view_meta_args import (
     arguments_readable,
@@ -68,7 +74,10 @@ from .view_meta_args import (
 
 
 if TYPE_CHECKING:
+    from .replay import Regenerator
+    # [stack: symbol-outputs]
     from .symbol_outputs import SymbolOutputs
+    # [/stack]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,73 +86,6 @@ class UnplannableView:
 
     reason: FallbackReason
     detail: str
-
-
-class ArgumentRenderer:
-    """Renders view-op argument tuples as Python source; collects free symbols and globals."""
-
-    def __init__(self) -> None:
-        self.printer = PythonPrinter()
-        self.symbols: set[sympy.Symbol] = set()
-        # Every rendered symbolic expression, in rendering order.
-        self.symbolic_exprs: list[str] = []
-        self.global_names: dict[str, str] = {}  # python name -> path under ``torch``
-        self.shape_env: Any = None
-        # (rendered source, original value) of each rendered argument tuple, for
-        # the compile-time check against the symbols' hints.
-        self.rendered: list[tuple[str, object]] = []
-
-    def render_args(self, values: tuple[object, ...]) -> str:
-        """Render one step's argument tuple and remember it for the hint check."""
-        rendered = self.render(values)
-        self.rendered.append((rendered, values))
-        return rendered
-
-    def render(self, value: object) -> str:
-        if isinstance(value, torch.SymInt):
-            expr = value.node.expr
-            self.shape_env = value.node.shape_env
-            self.symbols |= expr.free_symbols
-            rendered = f"({self.printer.doprint(expr)})"
-            self.symbolic_exprs.append(rendered)
-            return rendered
-        if isinstance(value, bool) or value is None:
-            return repr(value)
-        if isinstance(value, int):
-            return repr(value)
-        if isinstance(value, _functionalization.InverseReturnMode):
-            name = f"_irm_{value.name}"
-            self.global_names[name] = f"_C._functionalization.InverseReturnMode.{value.name}"
-            return name
-        if isinstance(value, torch.dtype):
-            name = f"_dtype_{str(value).removeprefix('torch.')}"
-            self.global_names[name] = str(value).removeprefix("torch.")
-            return name
-        if isinstance(value, (list, tuple)):
-            items = ", ".join(self.render(v) for v in value)
-            if isinstance(value, list):
-                return f"[{items}]"
-            return f"({items},)" if items else "()"
-        raise UnrenderableArgument(f"unsupported view argument {value!r} ({type(value).__name__})")
-
-
-class UnrenderableArgument(Exception):
-    pass
-
-
-def _resolve_constant(path: str) -> object:
-    """The object at ``path`` under the ``torch`` module."""
-    obj: Any = torch
-    for part in path.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-# replay(base, target, inputs, groups, outputs=None) -> the regenerated view
-ReplayFn = Callable[
-    [Tensor, Tensor, Mapping[int, object] | None, MultiOutputGroups | None, Sequence[object] | None],
-    Tensor,
-]
 
 
 @dataclasses.dataclass
@@ -156,16 +98,18 @@ class ViewReplayPlan:
 
     # Names of the ViewMeta classes, in order (for logs and reprs).
     view_metas: tuple[str, ...]
-    # Source of ``def replay(base, target, inputs, groups, outputs=None)``.
+    # Source of ``def replay(base, target, inputs=None, groups=None, outputs=None)``.
     source: str
     # Python name in ``source`` -> path of the object under ``torch``.
     constants: dict[str, str]
     # Indices of the graph inputs that the replay reads; the runtime wrapper
     # keeps them alive for the epilogue (see inputs_read_by_replay).
     input_indices: tuple[int, ...]
+    # [stack: symbol-outputs]
     # Indices of the graph's user outputs that the replay reads (Note [Symbol outputs]).
     output_indices: tuple[int, ...] = ()
-    _fn: ReplayFn | None = dataclasses.field(default=None, repr=False, compare=False)
+    # [/stack]
+    _fn: Regenerator | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
@@ -173,20 +117,23 @@ class ViewReplayPlan:
         return state
 
     @property
-    def replay(self) -> ReplayFn:
+    def replay(self) -> Regenerator:
         if self._fn is None:
+            scope: dict[str, object] = {
+                name: resolve_constant(qualname) for name, qualname in self.constants.items()
+            }
+            scope["_apply"] = _functionalization.apply_view_meta_sequence
+            scope["_memo"] = {}
+            scope["_remember"] = _remember
+            # [stack: multi-output-views]
+            scope["_pieces"] = pieces_of
+            # [/stack]
+            # [stack: symbol-outputs]
             # Not imported at module level: schemas imports this package.
             from ..schemas import TensorAlias
 
-
-            scope: dict[str, object] = {
-                name: _resolve_constant(qualname) for name, qualname in self.constants.items()
-            }
-            scope["_apply"] = _functionalization.apply_view_meta_sequence
-            scope["_pieces"] = pieces_of
-            scope["_memo"] = {}
-            scope["_remember"] = _remember
             scope["_unalias"] = lambda o: o.alias if type(o) is TensorAlias else o
+            # [/stack]
             code = compile(self.source, "<view_replay plan>", "exec")
             exec(code, scope)
             self._fn = scope["replay"]  # type: ignore[assignment]
@@ -204,14 +151,7 @@ def _remember(memo: dict[tuple[int, ...], Any], key: tuple[int, ...], value: Any
     return value
 
 
-def _hint(value: object) -> object:
-    if isinstance(value, torch.SymInt):
-        return value.node.hint
-    if isinstance(value, (list, tuple)):
-        return type(value)(_hint(v) for v in value)
-    return value
-
-
+# [stack: multi-output-views]
 def render_pieces_call(key_parts: Sequence[str], compute: str, claim: int | None) -> str:
     """Plan source: ``t`` = the pieces of this step's multi-output call (``pieces_of``).
 
@@ -220,6 +160,14 @@ def render_pieces_call(key_parts: Sequence[str], compute: str, claim: int | None
     return f"t = _pieces(groups, ({', '.join(key_parts)},), {compute}, {claim})"
 
 
+# [/stack]
+# [stack: traced-base-steps]
+# Note [Planning on the traced base]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Where needed, the sequence is replayed step by step on the traced base before
+# it is planned: the step results give the arguments that cannot be read off the
+# ViewMeta itself (_unsafe_view's size, Note [Reading ViewMeta arguments]) and
+# show which full slices are identities (Note [Identity slices]).
 def replay_on_traced_base(view_metas: Sequence[Any], base: Tensor | None) -> list[Tensor] | None:
     """The result of each step of ``view_metas`` replayed on the traced (fake) ``base``.
 
@@ -287,17 +235,22 @@ def is_identity_slice(name: str, args: tuple[object, ...], before: Tensor, after
     )
 
 
+# [/stack]
 def plan_view_replay(
     view_metas: Sequence[Any],
     *,
     base: Tensor | None,
     target: Tensor,
     inputs: Sequence[object],
+    # [stack: symbol-outputs]
     outputs: Sequence[object] = (),
     symbol_outputs: SymbolOutputs | None = None,
+    # [/stack]
+    # [stack: mutated-input-aliases]
     target_is_view_of_base: bool = True,
+    # [/stack]
 ) -> ViewReplayPlan | UnplannableView:
-    """Plan the replay of a ViewMeta sequence that has symbolic arguments or a multi-output view."""
+    """Plan the replay of a ViewMeta sequence (see :func:`needs_replay_plan`)."""
     from . import config
 
     names = tuple(type(vm).__name__ for vm in view_metas)
@@ -306,6 +259,8 @@ def plan_view_replay(
     unreplayable = [reason for name in names if (reason := unreplayable_reason(name))]
     if unreplayable:
         return UnplannableView(FallbackReason.UNREADABLE_VIEW_META, f"view chain {names}: {unreplayable[0]}")
+    results: list[Tensor] | None = None
+    # [stack: traced-base-steps]
     try:
         results = replay_on_traced_base(view_metas, base)
     except Exception as e:  # noqa: BLE001 - any failure means: the chain cannot be planned
@@ -313,26 +268,34 @@ def plan_view_replay(
             FallbackReason.REPLAY_ERROR,
             f"view chain {names} on the traced base: {type(e).__name__}: {e}",
         )
+    # [/stack]
 
     renderer = ArgumentRenderer()
     body: list[str] = []
-    pending: list[str] = []  # ViewMetas to apply before the next multi-output op
+    pending: list[str] = []  # ViewMetas of the segment being built, not yet applied
     segments: list[str] = []  # ViewMeta lists, built once per symbol values (_metas)
+    # [stack: multi-output-views]
     # Group key of the current multi-output prefix: see Note [Multi-output views].
     key_parts: list[str] = ["id(base)"]
+    # [/stack]
     constants: dict[str, str] = {}
     replayed: list[str] = []  # names of the steps kept (Note [Identity slices])
     try:
         for i, vm in enumerate(view_metas):
             args = view_meta_arguments(vm, None if results is None else results[i])
+            # [stack: traced-base-steps]
             if i + 1 < len(view_metas) and results is not None and is_identity_slice(
                 names[i], args, results[i - 1] if i else base, results[i]
             ):
                 continue
+            # [/stack]
             replayed.append(names[i])
+            # [stack: multi-output-views]
             first_expr = len(renderer.symbolic_exprs)
+            # [/stack]
             # The first element is has_symbolic_inputs: the rebuilt ViewMeta is concrete.
             rendered = renderer.render_args((False,) + tuple(args[1:]))
+            # [stack: multi-output-views]
             step_exprs = renderer.symbolic_exprs[first_expr:]
             if is_multi_output_view_meta(vm):
                 if pending:
@@ -349,10 +312,11 @@ def plan_view_replay(
                     + f"[{out_index}]"
                 )
                 key_parts.append(repr(out_index))
-            else:
-                constants[f"_vm{i}"] = f"_C._functionalization.{names[i]}"
-                pending.append(f"_vm{i}({rendered})")
-                key_parts += [repr(f"{names[i]}{rendered}"), *step_exprs]
+                continue
+            key_parts += [repr(f"{names[i]}{rendered}"), *step_exprs]
+            # [/stack]
+            constants[f"_vm{i}"] = f"_C._functionalization.{names[i]}"
+            pending.append(f"_vm{i}({rendered})")
     except UnreadableViewMetaArguments as e:
         return UnplannableView(FallbackReason.UNREADABLE_VIEW_META, f"view chain {names}: {e}")
     except UnrenderableArgument as e:
@@ -361,8 +325,20 @@ def plan_view_replay(
         body.append(f"t = _apply(t, _metas[{len(segments)}])")
         segments.append(f"[{', '.join(pending)}]")
     return assemble_plan(
-        tuple(replayed), body, renderer, constants, base=base, target=target, inputs=inputs,
-        outputs=outputs, symbol_outputs=symbol_outputs, target_is_view_of_base=target_is_view_of_base,
+        tuple(replayed),
+        body,
+        renderer,
+        constants,
+        base=base,
+        target=target,
+        inputs=inputs,
+        # [stack: symbol-outputs]
+        outputs=outputs,
+        symbol_outputs=symbol_outputs,
+        # [/stack]
+        # [stack: mutated-input-aliases]
+        target_is_view_of_base=target_is_view_of_base,
+        # [/stack]
         memoized=segments,
     )
 
@@ -376,13 +352,17 @@ def assemble_plan(
     base: Tensor | None,
     target: Tensor,
     inputs: Sequence[object],
+    # [stack: symbol-outputs]
     outputs: Sequence[object] = (),
     symbol_outputs: SymbolOutputs | None = None,
+    # [/stack]
+    # [stack: mutated-input-aliases]
     target_is_view_of_base: bool = True,
+    # [/stack]
     memoized: Sequence[str] = (),
 ) -> ViewReplayPlan | UnplannableView:
     """Bind the rendered steps' symbols and wrap them into
-    ``replay(base, target, inputs, groups, outputs=None)``.
+    ``replay(base, target, inputs=None, groups=None, outputs=None)``.
 
     ``body`` is a list of statements that turn ``t`` (initially the base) into
     the view; it may read the free symbols of ``renderer`` and ``_metas[k]``,
@@ -391,9 +371,18 @@ def assemble_plan(
     (rebuilding ViewMetas costs more than the view ops they replay).
     """
     locators, unbound = locate_symbols(
-        renderer.symbols, base=base, target=target, inputs=inputs, outputs=outputs,
-        arguments=[original for _, original in renderer.rendered], symbol_outputs=symbol_outputs,
+        renderer.symbols,
+        base=base,
+        target=target,
+        inputs=inputs,
+        # [stack: symbol-outputs]
+        outputs=outputs,
+        arguments=[original for _, original in renderer.rendered],
+        symbol_outputs=symbol_outputs,
+        # [/stack]
+        # [stack: mutated-input-aliases]
         target_is_view_of_base=target_is_view_of_base,
+        # [/stack]
     )
     if unbound:
         return UnplannableView(
@@ -401,7 +390,7 @@ def assemble_plan(
             f"view chain {names}: no runtime source for {sorted(map(str, unbound))}",
         )
     ordered = sorted(locators.items(), key=lambda kv: str(kv[0]))
-    lines = ["def replay(base, target, inputs, groups, outputs=None):"]
+    lines = ["def replay(base, target, inputs=None, groups=None, outputs=None):"]
     lines += [f"    {sym} = {loc.python_expr()}" for sym, loc in ordered]
     if memoized:
         key = "".join(f"{sym}, " for sym, _ in ordered)
@@ -411,7 +400,7 @@ def assemble_plan(
     lines.append("    t = base")
     lines += [f"    {statement}" for statement in body]
     lines.append("    return t")
-    problem = _check_against_hints([sym for sym, _ in ordered], renderer)
+    problem = check_against_hints([sym for sym, _ in ordered], renderer)
     if problem is not None:
         return UnplannableView(FallbackReason.PLAN_CHECK_FAILED, f"view chain {names}: {problem}")
     return ViewReplayPlan(
@@ -419,7 +408,9 @@ def assemble_plan(
         source="\n".join(lines) + "\n",
         constants={**constants, **renderer.global_names},
         input_indices=_indices_read(ordered, RuntimeSource.INPUT),
+        # [stack: symbol-outputs]
         output_indices=_indices_read(ordered, RuntimeSource.OUTPUT),
+        # [/stack]
     )
 
 
@@ -427,48 +418,16 @@ def _indices_read(locators: Sequence[tuple[sympy.Symbol, SymbolLocator]], source
     return tuple(sorted({loc.index for _, loc in locators if loc.source is source}))  # type: ignore[type-var]
 
 
-def _check_against_hints(symbols: list[sympy.Symbol], renderer: ArgumentRenderer) -> str | None:
-    """Evaluate the rendered arguments on the symbols' hints; they must equal the original hints.
-
-    Unbacked symbols have no hint; their expressions are checked at runtime by
-    the metadata verification instead.
-    """
-    shape_env = renderer.shape_env
-    if shape_env is None:
-        return None
-    scope: dict[str, object] = {
-        name: _resolve_constant(path) for name, path in renderer.global_names.items()
-    }
-    for sym in symbols:
-        if sym not in shape_env.backed_var_to_val:
-            return None
-        scope[str(sym)] = int(shape_env.backed_var_to_val[sym])
-    for rendered, original in renderer.rendered:
-        try:
-            value = eval(rendered, scope)  # noqa: S307 - source rendered by us above
-        except Exception as e:  # noqa: BLE001
-            return f"rendered arguments {rendered} do not evaluate: {e}"
-        expected = _hint(original)
-        if _normalize(value) != _normalize(expected):
-            return f"rendered arguments {rendered} evaluate to {value}, expected {expected}"
-    return None
-
-
-def _normalize(value: object) -> object:
-    if isinstance(value, (list, tuple)):
-        return tuple(_normalize(v) for v in value)
-    return value
-
-
 def needs_replay_plan(view_meta_sequence: Any) -> bool:
-    """Whether a sequence must be replayed through a plan rather than as recorded.
-
-    Sequences with symbolic arguments (their ViewMetas only fit the traced
-    sizes) and with a multi-output view (Note [Multi-output views]) do.
-    """
-    return any(
-        vm.has_symbolic_inputs or is_multi_output_view_meta(vm) for vm in view_meta_sequence.sequence
-    )
+    """Whether a sequence must be replayed through a plan rather than as recorded."""
+    for vm in view_meta_sequence.sequence:
+        if vm.has_symbolic_inputs:
+            return True  # its ViewMetas only fit the traced sizes
+        # [stack: multi-output-views]
+        if is_multi_output_view_meta(vm):
+            return True  # one call per group (Note [Multi-output views])
+        # [/stack]
+    return False
 
 
 def _unreadable_view_metas(view_meta_sequence: Any) -> list[str]:
@@ -477,10 +436,12 @@ def _unreadable_view_metas(view_meta_sequence: Any) -> list[str]:
     ]
 
 
+# [stack: traced-base-steps]
 def _may_hold_identity_slice(view_meta_sequence: Any) -> bool:
     return any(type(vm).__name__ == _SLICE for vm in view_meta_sequence.sequence[:-1])
 
 
+# [/stack]
 # What the output-alias metadata holds for view replay (OutputAliasInfo.replay_plan).
 ReplayPlan = ViewReplayPlan | UnplannableView | None
 
@@ -491,36 +452,46 @@ def plan_replay(
     *,
     base: Tensor | None,
     inputs: Sequence[object],
+    # [stack: symbol-outputs]
+    # The graph's user outputs, whose values the plan may read too; a symbol that
+    # no value carries is requested from symbol_outputs (Note [Symbol outputs]).
     outputs: Sequence[object] = (),
     symbol_outputs: SymbolOutputs | None = None,
+    # [/stack]
+    # [stack: mutated-input-aliases]
+    # False for an alias of an input whose data the graph mutates (Note [Aliases
+    # of inputs mutated by the graph] in replay.py).
     target_is_view_of_base: bool = True,
+    # [/stack]
 ) -> ReplayPlan:
     """Compile-time hook: the replay plan of an output's ViewMetaSequence, if it needs one.
 
     The result is the output's ``OutputAliasInfo.replay_plan``. ``base`` is the
     (functional) tensor the output will be regenerated from at runtime;
-    ``inputs`` are the graph's flat (functional) inputs and ``outputs`` its
-    user outputs, whose values the plan may read; a symbol that none of them
-    carries is requested from ``symbol_outputs`` (Note [Symbol outputs]).
-    ``target_is_view_of_base`` is False for an alias of an input whose data the
-    graph mutates (Note [Aliases of inputs mutated by the graph]). Sequences that need a
-    plan (:func:`needs_replay_plan`) get one. A static sequence gets one if it
-    holds a ViewMeta whose arguments cannot be pickled safely (Note [Reading
-    ViewMeta arguments]) or an identity slice to drop (Note [Identity slices]),
-    and the plan could be made; a sequence holding a ViewMeta whose forward()
-    must not run keeps the UnplannableView (the output falls back). The others
-    get None: the runtime replays their ViewMetas as they are (and
+    ``inputs`` are the graph's flat (functional) inputs, whose values the plan
+    may read. Sequences that need a plan (:func:`needs_replay_plan`) get one;
+    the others get None: the runtime replays their ViewMetas as they are (and
     output_alias_info_runtime_safe keeps unreadable ones out of the cache).
     """
     sequence = view_meta_sequence.sequence
     sources = {
         "inputs": inputs,
+        # [stack: symbol-outputs]
         "outputs": outputs,
         "symbol_outputs": symbol_outputs,
+        # [/stack]
+        # [stack: mutated-input-aliases]
         "target_is_view_of_base": target_is_view_of_base,
+        # [/stack]
     }
     if needs_replay_plan(view_meta_sequence):
         return plan_view_replay(sequence, base=base, target=out, **sources)
+    # [stack: traced-base-steps]
+    # A static sequence gets a plan too if it holds a ViewMeta whose arguments
+    # cannot be pickled safely (Note [Reading ViewMeta arguments]) or an identity
+    # slice to drop (Note [Identity slices]), and the plan could be made; a
+    # sequence holding a ViewMeta whose forward() must not run keeps the
+    # UnplannableView (the output falls back).
     if not (_unreadable_view_metas(view_meta_sequence) or _may_hold_identity_slice(view_meta_sequence)):
         return None
     plan = plan_view_replay(sequence, base=base, target=out, **sources)
@@ -530,6 +501,7 @@ def plan_replay(
         return plan
     if any(unreplayable_reason(type(vm).__name__) for vm in sequence):
         return plan
+    # [/stack]
     return None  # replayed as recorded here; kept out of the cache
 
 
@@ -538,6 +510,7 @@ def inputs_read_by_replay(replay_plan: ReplayPlan) -> tuple[int, ...]:
     return replay_plan.input_indices if isinstance(replay_plan, ViewReplayPlan) else ()
 
 
+# [stack: synthetic-base-indices]
 def remap_plan_inputs(replay_plan: ReplayPlan, new_index: Callable[[int], int | None]) -> ReplayPlan:
     """Hook for AOTAutograd's rewrites of the graph's inputs (deduplicated arguments,
     synthetic bases): ``replay_plan``, reading input ``new_index(i)`` where it read input ``i``.
@@ -567,6 +540,7 @@ def remap_plan_inputs(replay_plan: ReplayPlan, new_index: Callable[[int], int | 
     )
 
 
+# [/stack]
 def output_alias_info_runtime_safe(out_info: Any) -> Any:
     """Cache hook: ``out_info`` (an OutputAliasInfo), or a copy of it that pickles safely.
 

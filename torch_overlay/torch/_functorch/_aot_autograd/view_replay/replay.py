@@ -1,29 +1,11 @@
 """
 Runtime regeneration of aliased outputs.
 
-:func:`make_regenerator` gives each aliased output of a compiled graph the
-function that regenerates it: it replays the output's view chain off the real
-base (the recorded ViewMetas, or the symbolic plan of plan.py), verifies the
-result's metadata against the graph's own output, and otherwise goes to the
-single fallback point (fallback.py). :func:`regenerate_alias` is the body of
-AOTAutograd's ``gen_alias_from_base`` for its other callers. See Note [View
-replay for aliased outputs].
-
-Note [Precompiled regenerators]
-~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-Regeneration runs on every call of the compiled function, once per aliased
-output, so everything that does not depend on the runtime tensors is decided
-once, when the runtime wrapper is generated (at compile time, and when a
-cached graph is loaded): whether the output has a ViewMeta sequence, a replay
-plan or a reason to fall back; the plan's function (compiled from its source
-then, see Note [Symbolic view replay]); the ViewMeta list to apply. The
-runtime wrapper's generated alias function binds one regenerator per output
-and calls it positionally. A call then costs the view ops themselves, the
-symbol reads of a plan, one metadata comparison with the graph's output and a
-requires_grad check: no dict walks, no ViewMeta re-creation (plans memoize
-theirs per symbol values), no keyword-argument plumbing. The metadata check
-stays on the runtime path: it is what proves the replayed view correct for
-the base at hand (the base's strides are not known at compile time).
+:func:`regenerate_alias` (the body of AOTAutograd's ``gen_alias_from_base``)
+regenerates an aliased output of a compiled graph off the real base: it
+replays the output's view chain, verifies the result's metadata against the
+graph's own output, and otherwise goes to the single fallback point
+(fallback.py). See Note [View replay for aliased outputs].
 
 Note [Recorded view functions of graph outputs]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -36,42 +18,45 @@ it holds, so we look at the node the replay created: an AsStridedBackward0 is
 recorded at the fallback point like any other as_strided() regeneration.
 When the base does not require grad there is no node to look at; the
 metadata is still verified, and no backward exists that could be slowed.
-
-Note [Aliases of inputs mutated by the graph]
-~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-When the graph mutates an input's data, functionalization computes the new
-value as a fresh tensor, and an output that aliases the input leaves the graph
-as a view of that new value, not of the input: its size is the output's, but
-its storage offset is relative to the new value (``a.mul_(2); return a[1:]``
-with ``a = x[1:]`` gives offset 2 where eager has 4) and its strides follow the
-new value's layout. The runtime applies the mutation to the real input first,
-then regenerates the alias off it, so the replayed chain is eager's; only the
-graph's output is the wrong reference. For such an output the replay is
-checked against its size and dtype, as upstream checks every replay, and the
-plan reads no symbol off that output's strides or offset (plan.py).
 """
 
 from __future__ import annotations
 
+# [stack: precompiled-regenerators]
 import dataclasses
-from collections.abc import Mapping, Sequence
+# [/stack]
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 from torch._C import _functionalization
+# [stack: subclass-outer-views]
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+# [/stack]
 
 from .fallback import as_strided_fallback, FallbackReason, record_fallback
-from .multi_output import MultiOutputGroups
-from .plan import ReplayFn, ReplayPlan, UnplannableView, ViewReplayPlan
+# [stack: symbolic-replay]
+from .plan import ReplayPlan, UnplannableView, ViewReplayPlan
+# [/stack]
+# [stack: subclass-outer-views]
 from .subclass import same_inner_layouts
+# [/stack]
 
 
+# The runtime values a regeneration may read besides the base and the graph's
+# output (None where the caller has none): the graph's inputs, what the
+# regenerations of one runtime call share, and the graph's user outputs.
 InputsArg = Mapping[int, object] | None
+# [stack: multi-output-views]
+# The shared values are the multi-output view calls made so far, by group
+# (multi_output.MultiOutputGroups, Note [Multi-output views]).
+# [/stack]
+GroupsArg = dict[tuple[object, ...], list[Any]] | None
 OutputsArg = Sequence[object] | None
-# regenerate(base, target, inputs, groups, outputs=None) -> the verified view, with the output's requires_grad
-Regenerator = ReplayFn
+# regenerate(base, target, inputs=None, groups=None, outputs=None) -> the verified
+# view, with the output's requires_grad
+Regenerator = Callable[[Tensor, Tensor, InputsArg, GroupsArg, OutputsArg], Tensor]
 _apply_view_meta_sequence = _functionalization.apply_view_meta_sequence
 
 # Note [Outputs on another storage than their base] (torch >= 2.14)
@@ -97,35 +82,26 @@ def _cross_storage_shift(base: Tensor, target: Tensor) -> int:
     return base.storage_offset()
 
 
-def _matches_on_base_storage(out: Tensor, target: Tensor, base: Tensor) -> bool:
-    """``out`` has ``target``'s layout once ``target``'s offset is moved onto ``base``'s storage."""
-    shift = _cross_storage_shift(base, target)
-    return shift != 0 and _same_dense_layout(out, target, offset_shift=shift)
-
-
 def same_layout(a: Tensor, b: Tensor) -> bool:
     """Whether two views address the same elements of a storage in the same order.
 
     Strides of dimensions of size 1 (and all strides of empty tensors) are not
-    observable, so they may differ. Tensor subclasses must agree at the outer
-    level and on every inner tensor (Note [Subclass view replay]).
+    observable, so they may differ.
     """
-    if type(a) is Tensor:
-        if (
-            a.dtype == b.dtype
-            and a.size() == b.size()
-            and a.stride() == b.stride()
-            and a.storage_offset() == b.storage_offset()
-        ):
-            return True
-        return _same_dense_layout(a, b)
-    if not _same_dense_layout(a, b):
-        return False
-    return not is_traceable_wrapper_subclass(a) or same_inner_layouts(a, b, _same_dense_layout)
-
-
-def _same_size(a: Tensor, b: Tensor) -> bool:
-    return a.dtype == b.dtype and a.size() == b.size()
+    if type(a) is Tensor and (
+        a.dtype == b.dtype
+        and a.size() == b.size()
+        and a.stride() == b.stride()
+        and a.storage_offset() == b.storage_offset()
+    ):
+        return True
+    # [stack: subclass-outer-views]
+    if is_traceable_wrapper_subclass(a):
+        # Subclasses must agree at the outer level and on every inner tensor
+        # (Note [Subclass view replay]).
+        return _same_dense_layout(a, b) and same_inner_layouts(a, b, _same_dense_layout)
+    # [/stack]
+    return _same_dense_layout(a, b)
 
 
 def _same_dense_layout(a: Tensor, b: Tensor, offset_shift: int = 0) -> bool:
@@ -141,6 +117,32 @@ def _same_dense_layout(a: Tensor, b: Tensor, offset_shift: int = 0) -> bool:
     )
 
 
+def _verify_on_base(out: Tensor, target: Tensor, base: Tensor) -> bool:
+    """``out`` has ``target``'s layout, ``target``'s offset moved onto ``base``'s storage if it lives on another."""
+    if same_layout(out, target):
+        return True
+    shift = _cross_storage_shift(base, target)
+    return shift != 0 and _same_dense_layout(out, target, offset_shift=shift)
+
+
+# [stack: mutated-input-aliases]
+# Note [Aliases of inputs mutated by the graph]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# When the graph mutates an input's data, functionalization computes the new
+# value as a fresh tensor, and an output that aliases the input leaves the graph
+# as a view of that new value, not of the input: its size is the output's, but
+# its storage offset is relative to the new value (``a.mul_(2); return a[1:]``
+# with ``a = x[1:]`` gives offset 2 where eager has 4) and its strides follow the
+# new value's layout. The runtime applies the mutation to the real input first,
+# then regenerates the alias off it, so the replayed chain is eager's; only the
+# graph's output is the wrong reference. For such an output the replay is
+# checked against its size and dtype, as upstream checks every replay, and the
+# plan reads no symbol off that output's strides or offset (plan.py).
+def _verify_size(out: Tensor, target: Tensor, base: Tensor) -> bool:
+    return out.dtype == target.dtype and out.size() == target.size()
+
+
+# [/stack]
 def _patch_requires_grad(out: Tensor, target_requires_grad: bool) -> Tensor:
     # The regenerated view inherits requires_grad from the real base; the
     # compiled output may differ (e.g. an output computed under no_grad).
@@ -174,6 +176,7 @@ def _fallback(
     return out
 
 
+# [stack: symbolic-replay]
 def _unplannable(view_meta_sequence: Any, plan: ReplayPlan) -> UnplannableView | None:
     """Why the output (its recorded ViewMetas and its ``replay_plan``) cannot be replayed, if it cannot."""
     if isinstance(plan, UnplannableView):
@@ -189,6 +192,24 @@ def _unplannable(view_meta_sequence: Any, plan: ReplayPlan) -> UnplannableView |
     return None
 
 
+# [/stack]
+# [stack: precompiled-regenerators]
+# Note [Precompiled regenerators]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Regeneration runs on every call of the compiled function, once per aliased
+# output, so everything that does not depend on the runtime tensors is decided
+# once, when the runtime wrapper is generated (at compile time, and when a
+# cached graph is loaded): whether the output has a ViewMeta sequence, a replay
+# plan or a reason to fall back; the plan's function (compiled from its source
+# then, see Note [Symbolic view replay]); the ViewMeta list to apply. The
+# runtime wrapper's generated alias function binds one regenerator per output
+# and calls it positionally. A call then costs the view ops themselves, the
+# symbol reads of a plan, one metadata comparison with the graph's output and a
+# requires_grad check: no dict walks, no ViewMeta re-creation (plans memoize
+# theirs per symbol values), no keyword-argument plumbing. The metadata check
+# stays on the runtime path: it is what proves the replayed view correct for
+# the base at hand (the base's strides are not known at compile time).
+#
 # Note [Regenerators as source] (torch >= 2.14)
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # From 2.14, compile_to_python (the lowering behind torch.compiler.precompile)
@@ -221,20 +242,31 @@ class PrecompiledRegenerator:
         replay_plan: ReplayPlan,
         requires_grad: bool,
         replay_views: bool,
+        # [stack: mutated-input-aliases]
         target_is_view_of_base: bool,
+        # [/stack]
     ) -> None:
-        self._args = (view_meta_sequence, replay_plan, requires_grad, replay_views, target_is_view_of_base)
+        self._args = (
+            view_meta_sequence,
+            replay_plan,
+            requires_grad,
+            replay_views,
+            # [stack: mutated-input-aliases]
+            target_is_view_of_base,
+            # [/stack]
+        )
         self._fn = _resolve_regenerator(
             view_meta_sequence,
             replay_plan,
             requires_grad=requires_grad,
             replay_views=replay_views,
+            # [stack: mutated-input-aliases]
             target_is_view_of_base=target_is_view_of_base,
+            # [/stack]
         )
 
     def __call__(
-        self, base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None,
-        outputs: OutputsArg = None,
+        self, base: Tensor, target: Tensor, inputs: InputsArg, groups: GroupsArg, outputs: OutputsArg = None
     ) -> Tensor:
         return self._fn(base, target, inputs, groups, outputs)
 
@@ -253,104 +285,140 @@ def make_regenerator(
     *,
     requires_grad: bool,
     replay_views: bool,
+    # [stack: mutated-input-aliases]
     target_is_view_of_base: bool = True,
+    # [/stack]
 ) -> Regenerator:
-    """``_resolve_regenerator``'s function, wrapped in a :class:`PrecompiledRegenerator`."""
+    """Runtime-wrapper hook: the regenerator of one aliased output, resolved once
+    (a :class:`PrecompiledRegenerator`); ``regenerate_alias`` resolves per call."""
     return PrecompiledRegenerator(
-        view_meta_sequence, replay_plan, requires_grad, replay_views, target_is_view_of_base
+        view_meta_sequence,
+        replay_plan,
+        requires_grad,
+        replay_views,
+        # [stack: mutated-input-aliases]
+        target_is_view_of_base,
+        # [/stack]
     )
 
 
+# [/stack]
 def _resolve_regenerator(
     view_meta_sequence: Any,
+    # [stack: symbolic-replay]
     replay_plan: ReplayPlan,
+    # [/stack]
     *,
     requires_grad: bool,
     replay_views: bool,
+    # [stack: mutated-input-aliases]
     target_is_view_of_base: bool = True,
+    # [/stack]
 ) -> Regenerator:
-    """Resolve, once per aliased output, how it is regenerated.
+    """Resolve how an aliased output is regenerated.
 
-    ``view_meta_sequence`` and ``replay_plan`` are the output's
-    OutputAliasInfo fields: a plan is replayed, else the recorded ViewMetas,
-    else the view function autograd recorded. Returns
-    ``regenerate(base, target, inputs, groups, outputs=None)``; see Note
-    [Precompiled regenerators]. ``target`` is the graph's own output for this
-    alias (or, while tracing synthetic bases, a fake view); ``inputs`` are the
-    runtime inputs kept for the epilogue and ``outputs`` the graph's user
-    outputs, before regeneration, read by plans whose symbols come from them
-    (Note [Symbol outputs]); ``groups`` caches the pieces of multi-output views
-    for one runtime call (Note [Multi-output views]). ``target_is_view_of_base``
-    is False for an alias of an input whose data the graph mutates: its replay
-    is checked against the target's size only (Note [Aliases of inputs mutated
-    by the graph]).
+    The arguments come from the output's OutputAliasInfo. Returns ``regenerate(base, target, inputs=None,
+    groups=None, outputs=None)``, where ``target`` is the graph's own output
+    for this alias (or, while tracing synthetic bases, a fake view).
     """
-    if not replay_views or (view_meta_sequence is None and replay_plan is None):
+    if not replay_views:
         return _regenerate_without_view_metas(requires_grad, replay_views)
+    verify = _verify_on_base
+    # [stack: mutated-input-aliases]
+    if not target_is_view_of_base:
+        # Note [Aliases of inputs mutated by the graph]
+        verify = _verify_size
+    # [/stack]
+    # [stack: symbolic-replay]
     unplannable = _unplannable(view_meta_sequence, replay_plan)
     if unplannable is not None:
         reason, detail = unplannable.reason, unplannable.detail
 
         def regenerate_by_fallback(
-            base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None,
+            base: Tensor, target: Tensor, inputs: InputsArg = None, groups: GroupsArg = None,
             outputs: OutputsArg = None,
         ) -> Tensor:
             return _patch_requires_grad(_fallback(base, target, reason, detail), requires_grad)
 
         return regenerate_by_fallback
+    if replay_plan is not None:
+        return _regenerate_by_plan(replay_plan, requires_grad, verify)
+    # [/stack]
+    if view_meta_sequence is None:
+        return _regenerate_without_view_metas(requires_grad, replay_views)
+    steps = view_meta_sequence.sequence
 
-    view: ReplayFn
-    if replay_plan is None:
-        steps = view_meta_sequence.sequence
-
-        def view(
-            base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None,
-            outputs: OutputsArg = None,
-        ) -> Tensor:
-            return _apply_view_meta_sequence(base, steps)
-
-        describe = view_meta_sequence.__repr__
-        reads_inputs = reads_outputs = False
-    else:
-        plan = replay_plan
-        view = plan.replay  # compiles the plan's source now, not on the first call
-        names = plan.view_metas
-
-        def describe() -> str:
-            return f"view chain {names}"
-
-        reads_inputs = bool(plan.input_indices)
-        reads_outputs = bool(plan.output_indices)
-    matches = same_layout if target_is_view_of_base else _same_size
-
-    def regenerate(
-        base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None,
+    def replay_view_metas(
+        base: Tensor, target: Tensor, inputs: InputsArg = None, groups: GroupsArg = None,
         outputs: OutputsArg = None,
     ) -> Tensor:
+        return _apply_view_meta_sequence(base, steps)
+
+    return _verified(replay_view_metas, view_meta_sequence.__repr__, requires_grad, verify)
+
+
+# [stack: symbolic-replay]
+def _regenerate_by_plan(
+    plan: ViewReplayPlan, requires_grad: bool, verify: Callable[[Tensor, Tensor, Tensor], bool]
+) -> Regenerator:
+    names = plan.view_metas
+
+    def describe() -> str:
+        return f"view chain {names}"
+
+    return _verified(
+        plan.replay,  # compiles the plan's source now, not on the first call
+        describe,
+        requires_grad,
+        verify,
+        reads_inputs=bool(plan.input_indices),
+        # [stack: symbol-outputs]
+        reads_outputs=bool(plan.output_indices),
+        # [/stack]
+    )
+
+
+# [/stack]
+def _verified(
+    view: Regenerator,
+    describe: Callable[[], str],
+    requires_grad: bool,
+    verify: Callable[[Tensor, Tensor, Tensor], bool],
+    # [stack: symbolic-replay]
+    reads_inputs: bool = False,
+    reads_outputs: bool = False,
+    # [/stack]
+) -> Regenerator:
+    """``view``, its result verified by ``verify(out, target, base)``, falling back otherwise."""
+
+    def regenerate(
+        base: Tensor, target: Tensor, inputs: InputsArg = None, groups: GroupsArg = None,
+        outputs: OutputsArg = None,
+    ) -> Tensor:
+        # [stack: symbolic-replay]
         if reads_inputs and inputs is None or reads_outputs and outputs is None:
+            missing = "inputs" if reads_inputs and inputs is None else "outputs"
             out = _fallback(
                 base, target, FallbackReason.UNBOUND_SYMBOL,
-                f"{describe()} reads graph {'inputs' if reads_inputs and inputs is None else 'outputs'}, "
-                "which were not passed",
+                f"{describe()} reads graph {missing}, which were not passed",
+            )
+            return _patch_requires_grad(out, requires_grad)
+        # [/stack]
+        try:
+            out = view(base, target, inputs, groups, outputs)
+        except Exception as e:  # noqa: BLE001 - any failure of the replay falls back, verified
+            out = _fallback(
+                base, target, FallbackReason.REPLAY_ERROR, f"{describe()}: {type(e).__name__}: {e}"
             )
         else:
-            try:
-                out = view(base, target, inputs, groups, outputs)
-            except Exception as e:  # noqa: BLE001 - any failure of the replay falls back, verified
+            if not verify(out, target, base):
                 out = _fallback(
-                    base, target, FallbackReason.REPLAY_ERROR, f"{describe()}: {type(e).__name__}: {e}"
+                    base, target, FallbackReason.METADATA_MISMATCH,
+                    f"{describe()}: replayed size={tuple(out.size())} stride={out.stride()} "
+                    f"offset={out.storage_offset()} dtype={out.dtype}, output "
+                    f"size={tuple(target.size())} stride={target.stride()} "
+                    f"offset={target.storage_offset()} dtype={target.dtype}",
                 )
-            else:
-                if not matches(out, target) and not (
-                    target_is_view_of_base and _matches_on_base_storage(out, target, base)
-                ):
-                    out = _fallback(
-                        base, target, FallbackReason.METADATA_MISMATCH,
-                        f"{describe()}: replayed size={tuple(out.size())} stride={out.stride()} "
-                        f"offset={out.storage_offset()} dtype={out.dtype}, output "
-                        f"size={tuple(target.size())} stride={target.stride()} "
-                        f"offset={target.storage_offset()} dtype={target.dtype}",
-                    )
         if out.requires_grad != requires_grad:
             out = _patch_requires_grad(out, requires_grad)
         return out
@@ -362,7 +430,7 @@ def _regenerate_without_view_metas(requires_grad: bool, replay_views: bool) -> R
     reason = FallbackReason.NO_VIEW_META if replay_views else FallbackReason.REPLAY_DISABLED
 
     def regenerate_without_view_metas(
-        base: Tensor, target: Tensor, inputs: InputsArg, groups: MultiOutputGroups | None,
+        base: Tensor, target: Tensor, inputs: InputsArg = None, groups: GroupsArg = None,
         outputs: OutputsArg = None,
     ) -> Tensor:
         if target._base is not None:
@@ -419,16 +487,35 @@ def regenerate_alias(
     target_view_meta_sequence: Any = None,
     *,
     replay_views: bool,
+    # [stack: symbolic-replay]
     inputs: InputsArg = None,
-    groups: MultiOutputGroups | None = None,
+    # [/stack]
+    # [stack: multi-output-views]
+    groups: GroupsArg = None,
+    # [/stack]
+    # [stack: symbolic-replay]
     replay_plan: ReplayPlan = None,
+    # [/stack]
 ) -> Tensor:
     """Regenerate ``target_meta_tensor`` as a view of ``aliased_base_tensor``, resolving the way now.
 
-    The body of ``gen_alias_from_base``, for its callers outside the runtime
-    wrapper's alias function (which holds one regenerator per output).
+    The body of ``gen_alias_from_base``.
     """
     regenerate = _resolve_regenerator(
-        target_view_meta_sequence, replay_plan, requires_grad=target_requires_grad, replay_views=replay_views
+        target_view_meta_sequence,
+        # [stack: symbolic-replay]
+        replay_plan,
+        # [/stack]
+        requires_grad=target_requires_grad,
+        replay_views=replay_views,
     )
-    return regenerate(aliased_base_tensor, target_meta_tensor, inputs, groups)
+    return regenerate(
+        aliased_base_tensor,
+        target_meta_tensor,
+        # [stack: symbolic-replay]
+        inputs,
+        # [stack: multi-output-views]
+        groups,
+        # [/stack]
+        # [/stack]
+    )

@@ -20,31 +20,18 @@ autograd records eager's nodes and the subclass runs its own view handling
 (DTensor's sharding propagation). The result is verified against the graph's
 output at the outer level and, recursively, on every inner tensor; anything
 else goes to the fallback point.
-
-Note [Subclass outputs aliasing an intermediate]
-~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-Two outputs aliasing one intermediate (``o = x * 2; return o.view(-1), o.t()``)
-make the intermediate a base that the compiled forward returns as an extra
-output, from which both are regenerated. For subclass graphs 2.13 refused
-this at compile time (aot_autograd.py), and the machinery behind the refusal
-was one miscount: aot_dispatch_subclass() re-collects the metadata of the
-dense graph from the forward *without* the intermediate bases (and with
-inner tensors that do not require grad), so that metadata says 0 intermediate
-bases, while the joint graph's forward does return them, unwrapped. The
-partitioner then takes the bases for backward outputs, and the saved-tensor
-slices shift (StopIteration in the backward, IndexError in the output
-wrappers with dynamic shapes). ``with_dense_intermediate_bases`` puts the
-right count into the dense metadata: each base's dense outputs, inner tensors
-and size/stride symbols included (its SubclassCreationMeta's arg_count).
-The outer metadata, the tangents and the runtime wrappers already handle the
-bases; the regenerated outputs then go through the outer view replay above.
 """
 
 from __future__ import annotations
 
+# [stack: subclass-intermediate-bases]
 import dataclasses
+# [/stack]
 from collections.abc import Sequence
-from typing import Any, TYPE_CHECKING
+from typing import Any
+# [stack: subclass-intermediate-bases]
+from typing import TYPE_CHECKING
+# [/stack]
 
 import torch
 from torch import Tensor
@@ -53,18 +40,14 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass, TorchDis
 
 from . import config
 from .fallback import FallbackReason
-from .plan import (
-    ArgumentRenderer,
-    assemble_plan,
-    render_pieces_call,
-    UnplannableView,
-    UnrenderableArgument,
-    ViewReplayPlan,
-)
+from .plan import assemble_plan, render_pieces_call, UnplannableView, ViewReplayPlan
+from .render import ArgumentRenderer, UnrenderableArgument
 
 
+# [stack: subclass-intermediate-bases]
 if TYPE_CHECKING:
     from ..schemas import ViewAndMutationMeta
+# [/stack]
 
 
 class _RecordOuterViews(TorchDispatchMode):
@@ -154,6 +137,26 @@ def _plan(out: Tensor, *, base: Tensor | None, inputs: Sequence[object]) -> View
     return assemble_plan(tuple(names), body, renderer, constants, base=base, target=out, inputs=inputs)
 
 
+# [stack: subclass-intermediate-bases]
+# Note [Subclass outputs aliasing an intermediate]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Two outputs aliasing one intermediate (``o = x * 2; return o.view(-1), o.t()``)
+# make the intermediate a base that the compiled forward returns as an extra
+# output, from which both are regenerated. For subclass graphs 2.13 refused
+# this at compile time (aot_autograd.py), and the machinery behind the refusal
+# was one miscount: aot_dispatch_subclass() re-collects the metadata of the
+# dense graph from the forward *without* the intermediate bases (and with
+# inner tensors that do not require grad), so that metadata says 0 intermediate
+# bases, while the joint graph's forward does return them, unwrapped. The
+# partitioner then takes the bases for backward outputs, and the saved-tensor
+# slices shift (StopIteration in the backward, IndexError in the output
+# wrappers with dynamic shapes). ``with_dense_intermediate_bases`` puts the
+# right count into the dense metadata: each base's dense outputs, inner tensors
+# and size/stride symbols included (its SubclassCreationMeta's arg_count).
+# The outer metadata, the tangents and the runtime wrappers already handle the
+# bases; the regenerated outputs then go through the outer view replay above.
+
+
 def with_dense_intermediate_bases(
     dense_meta: ViewAndMutationMeta, meta: ViewAndMutationMeta
 ) -> ViewAndMutationMeta:
@@ -171,6 +174,7 @@ def with_dense_intermediate_bases(
     return dataclasses.replace(dense_meta, num_intermediate_bases=dense_outputs)
 
 
+# [/stack]
 def same_inner_layouts(a: Any, b: Any, same_layout: Any) -> bool:
     """Whether two subclass tensors' inner tensors (recursively) have the same layouts.
 

@@ -4,11 +4,9 @@ Binding of the free symbols of a view chain to runtime values.
 At compile time every free symbol that appears in the arguments of an aliased
 output's view chain is given a :class:`SymbolLocator`: the Python expression
 that reads its value at runtime off the values the regeneration already has in
-hand (the aliased base, the graph's output for the alias, the graph's inputs,
-the graph's other outputs), or, for a symbol that none of them carries, off a
-SymInt output that the graph returns for it (Note [Symbol outputs] in
-``symbol_outputs.py``). The locators are rendered into the replay function's
-source once; nothing here runs per call.
+hand (the aliased base, the graph's output for the alias, the graph's inputs).
+The locators are rendered into the replay function's source once; nothing here
+runs per call.
 
 See Note [Symbolic view replay] in ``plan.py``.
 """
@@ -18,7 +16,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Sequence
+# [stack: symbol-outputs]
 from typing import TYPE_CHECKING
+# [/stack]
 
 import sympy
 
@@ -26,8 +26,10 @@ import torch
 from torch import Tensor
 
 
+# [stack: symbol-outputs]
 if TYPE_CHECKING:
     from .symbol_outputs import SymbolOutput, SymbolOutputs
+# [/stack]
 
 
 class RuntimeSource(enum.Enum):
@@ -40,10 +42,12 @@ class RuntimeSource(enum.Enum):
     TARGET = "target"
     # One of the graph's inputs (tensor metadata or a SymInt input's value).
     INPUT = "input"
+    # [stack: symbol-outputs]
     # One of the graph's user outputs: a sibling piece of a multi-output view,
     # another aliased output, a SymInt output, or a symbol output added for
     # view replay (Note [Symbol outputs]). Read raw, before regeneration.
     OUTPUT = "output"
+    # [/stack]
 
 
 class MetadataField(enum.Enum):
@@ -72,9 +76,10 @@ class SymbolLocator:
     shift: int = 0
 
     def python_expr(self) -> str:
-        """The expression, over ``base``, ``target``, ``inputs`` and ``outputs``, that reads the symbol."""
+        """The expression, over the replay function's arguments, that reads the symbol."""
         if self.source is RuntimeSource.INPUT:
             holder = f"inputs[{self.index}]"
+        # [stack: symbol-outputs]
         elif self.source is RuntimeSource.OUTPUT:
             # An aliased output leaves the autograd.Function wrapped in a TensorAlias.
             holder = (
@@ -82,6 +87,7 @@ class SymbolLocator:
                 if self.field is MetadataField.VALUE
                 else f"_unalias(outputs[{self.index}])"
             )
+        # [/stack]
         else:
             holder = self.source.value
         if self.field is MetadataField.VALUE:
@@ -157,6 +163,7 @@ def _value_candidates(
     return candidates
 
 
+# [stack: symbol-outputs]
 def symint_leaves(value: object) -> list[torch.SymInt]:
     """The SymInts in ``value``, a view argument (tuple) that may nest lists and tuples."""
     if isinstance(value, torch.SymInt):
@@ -166,38 +173,50 @@ def symint_leaves(value: object) -> list[torch.SymInt]:
     return []
 
 
+# [/stack]
 def locate_symbols(
     symbols: set[sympy.Symbol],
     *,
     base: Tensor | None,
     target: Tensor,
     inputs: Sequence[object],
+    # [stack: symbol-outputs]
+    # The graph's user outputs (sizes, SymInt outputs), tried last. A symbol left
+    # without a locator is requested from symbol_outputs, if given: the graph then
+    # returns one of the view arguments that is an affine function of it (Note
+    # [Symbol outputs]).
     outputs: Sequence[object] = (),
     arguments: Sequence[object] = (),
     symbol_outputs: SymbolOutputs | None = None,
+    # [/stack]
+    # [stack: mutated-input-aliases]
+    # False: only the target's sizes are read (Note [Aliases of inputs mutated by
+    # the graph] in replay.py).
     target_is_view_of_base: bool = True,
+    # [/stack]
 ) -> tuple[dict[sympy.Symbol, SymbolLocator], set[sympy.Symbol]]:
     """Find a runtime locator for each symbol.
 
     Sources are tried in order: the base, the graph inputs (SymInt inputs and
-    tensor metadata), the graph's output for the alias, then the graph's other
-    user outputs (sizes, SymInt outputs); values that are the
-    symbol first, then values that are an affine function of it. A symbol left
-    without one is requested from ``symbol_outputs``, if given: the graph then
-    returns one of the view ``arguments`` that is an affine function of it
-    (Note [Symbol outputs]). Only the sizes of a target that is not a view of
-    the base are read (Note [Aliases of inputs mutated by the graph]). Returns
-    the locators found and the symbols left without one.
+    tensor metadata), the graph's output for the alias; values that are the
+    symbol first, then values that are an affine function of it. Returns the
+    locators found and the symbols left without one.
     """
     candidates: list[tuple[object, SymbolLocator]] = []
     if base is not None:
         candidates += _tensor_candidates(base, RuntimeSource.BASE, None)
     candidates += _value_candidates(inputs, RuntimeSource.INPUT)
-    candidates += _tensor_candidates(target, RuntimeSource.TARGET, None, sizes_only=not target_is_view_of_base)
+    target_sizes_only = False
+    # [stack: mutated-input-aliases]
+    target_sizes_only = not target_is_view_of_base
+    # [/stack]
+    candidates += _tensor_candidates(target, RuntimeSource.TARGET, None, sizes_only=target_sizes_only)
+    # [stack: symbol-outputs]
     # Other outputs' strides and offsets are not read: one that aliases an input the
     # graph mutates has them relative to the new value (Note [Aliases of inputs mutated
     # by the graph]), and its regeneration checks only its size.
     candidates += _value_candidates(outputs, RuntimeSource.OUTPUT, sizes_only=True)
+    # [/stack]
 
     # A value that is the symbol itself is preferred to one that is an affine function of it.
     solved = [(affine, locator) for value, locator in candidates if (affine := _affine_symbol(value, symbols))]
@@ -206,8 +225,23 @@ def locate_symbols(
         for (sym, scale, shift), locator in solved:
             if sym not in found and plain == ((scale, shift) == (1, 0)):
                 found[sym] = dataclasses.replace(locator, scale=scale, shift=shift)
-    if symbol_outputs is None:
-        return found, symbols - found.keys()
+    # [stack: symbol-outputs]
+    if symbol_outputs is not None:
+        return _request_symbol_outputs(found, symbols, target, arguments, symbol_outputs)
+    # [/stack]
+    return found, symbols - found.keys()
+
+
+# [stack: symbol-outputs]
+def _request_symbol_outputs(
+    found: dict[sympy.Symbol, SymbolLocator],
+    symbols: set[sympy.Symbol],
+    target: Tensor,
+    arguments: Sequence[object],
+    symbol_outputs: SymbolOutputs,
+) -> tuple[dict[sympy.Symbol, SymbolLocator], set[sympy.Symbol]]:
+    """``locate_symbols``' result, the symbols left without a locator read off symbol outputs
+    if every one of them can be (Note [Symbol outputs])."""
     requested: dict[sympy.Symbol, tuple[torch.SymInt, SymbolOutput, int, int]] = {}
     for value in symint_leaves(list(arguments)):
         affine = _affine_symbol(value, symbols - found.keys())
@@ -223,3 +257,4 @@ def locate_symbols(
             RuntimeSource.OUTPUT, MetadataField.VALUE, symbol_outputs.request(value, marker), scale=scale, shift=shift
         )
     return found, set()
+# [/stack]
