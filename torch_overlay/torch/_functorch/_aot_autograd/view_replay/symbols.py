@@ -128,15 +128,13 @@ def _affine_symbol(value: object, wanted: set[sympy.Symbol]) -> tuple[sympy.Symb
     return (sym, scale, shift) if scale != 0 else None
 
 
-def _tensor_candidates(
-    t: Tensor, source: RuntimeSource, index: int | None, *, sizes_only: bool = False
-) -> list[tuple[object, SymbolLocator]]:
+def _tensor_candidates(t: Tensor, source: RuntimeSource, index: int | None) -> list[tuple[object, SymbolLocator]]:
     candidates: list[tuple[object, SymbolLocator]] = []
     for dim, size in enumerate(t.size()):
         candidates.append(
             (size, SymbolLocator(source, MetadataField.SIZE, index, dim))
         )
-    if t.layout == torch.strided and not sizes_only:
+    if t.layout == torch.strided:
         for dim, stride in enumerate(t.stride()):
             candidates.append(
                 (stride, SymbolLocator(source, MetadataField.STRIDE, index, dim))
@@ -150,14 +148,12 @@ def _tensor_candidates(
     return candidates
 
 
-def _value_candidates(
-    values: Sequence[object], source: RuntimeSource, *, sizes_only: bool = False
-) -> list[tuple[object, SymbolLocator]]:
+def _value_candidates(values: Sequence[object], source: RuntimeSource) -> list[tuple[object, SymbolLocator]]:
     """Candidates of the graph's inputs or outputs: tensor metadata and SymInts."""
     candidates: list[tuple[object, SymbolLocator]] = []
     for i, value in enumerate(values):
         if isinstance(value, Tensor):
-            candidates += _tensor_candidates(value, source, i, sizes_only=sizes_only)
+            candidates += _tensor_candidates(value, source, i)
         elif isinstance(value, torch.SymInt):
             candidates.append((value, SymbolLocator(source, MetadataField.VALUE, i)))
     return candidates
@@ -206,16 +202,20 @@ def locate_symbols(
     if base is not None:
         candidates += _tensor_candidates(base, RuntimeSource.BASE, None)
     candidates += _value_candidates(inputs, RuntimeSource.INPUT)
-    target_sizes_only = False
+    target_candidates = _tensor_candidates(target, RuntimeSource.TARGET, None)
     # [stack: mutated-input-aliases]
-    target_sizes_only = not target_is_view_of_base
+    if not target_is_view_of_base:
+        target_candidates = [c for c in target_candidates if c[1].field is MetadataField.SIZE]
     # [/stack]
-    candidates += _tensor_candidates(target, RuntimeSource.TARGET, None, sizes_only=target_sizes_only)
+    candidates += target_candidates
     # [stack: symbol-outputs]
     # Other outputs' strides and offsets are not read: one that aliases an input the
     # graph mutates has them relative to the new value (Note [Aliases of inputs mutated
     # by the graph]), and its regeneration checks only its size.
-    candidates += _value_candidates(outputs, RuntimeSource.OUTPUT, sizes_only=True)
+    candidates += [
+        c for c in _value_candidates(outputs, RuntimeSource.OUTPUT)
+        if c[1].field in (MetadataField.SIZE, MetadataField.VALUE)
+    ]
     # [/stack]
 
     # A value that is the symbol itself is preferred to one that is an affine function of it.
