@@ -213,7 +213,10 @@ def lint_problems(worktree: Path, files: list[str]) -> list[str]:
     from pyflakes.reporter import Reporter
 
     class Collect(Reporter):
-        def __init__(self) -> None:
+        """Keeps pyflakes' findings, except on the lines of ``source`` marked ``# noqa``."""
+
+        def __init__(self, source: str) -> None:
+            self.lines = source.splitlines()
             self.found: list[str] = []
 
         def unexpectedError(self, filename, msg) -> None:  # noqa: N802 - pyflakes' interface
@@ -223,21 +226,16 @@ def lint_problems(worktree: Path, files: list[str]) -> list[str]:
             self.found.append(f"{filename}:{lineno}: {msg}")
 
         def flake(self, message) -> None:
-            self.found.append(str(message))
+            if "# noqa" not in self.lines[message.lineno - 1]:
+                self.found.append(str(message))
 
     problems = []
     for rel in files:
-        if not rel.endswith(".py"):
-            continue
-        source = (worktree / rel).read_text(encoding="utf-8")
-        lines = source.splitlines()
-        reporter = Collect()
-        check(source, rel, reporter)
-        for finding in reporter.found:
-            number = finding.split(":")[1] if finding.count(":") >= 2 else ""
-            if number.isdigit() and 0 < int(number) <= len(lines) and "# noqa" in lines[int(number) - 1]:
-                continue
-            problems.append(finding)
+        if rel.endswith(".py"):
+            source = (worktree / rel).read_text(encoding="utf-8")
+            reporter = Collect(source)
+            check(source, rel, reporter)
+            problems += reporter.found
     return problems
 
 
