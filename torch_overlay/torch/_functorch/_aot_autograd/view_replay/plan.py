@@ -442,6 +442,42 @@ def _may_hold_identity_slice(view_meta_sequence: Any) -> bool:
 
 
 # [/stack]
+# [stack: autograd-base-in-chain]
+# Note [Outputs whose autograd base is inside the chain]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A ViewMeta sequence starts at the functional base of the output's storage; an
+# output aliasing an intermediate is regenerated off its autograd ``_base``. The
+# two differ where the chain holds an op that autograd does not track as a view:
+# ``_unsafe_view`` (``x @ w`` with a 3-D ``x``, a copying ``reshape``), whose
+# result is an autograd root of its own (UnsafeViewBackward0, its own version
+# counter). Replaying the whole sequence off that base replays the
+# ``_unsafe_view`` once more: the output becomes a view of a fresh
+# ``_unsafe_view`` tensor, not of the base. Eager's ``y[:, -1]._base`` is ``y``;
+# regenerated, ``y.mul_(3)`` no longer bumps the output's version, and backward
+# through the output silently drops the factor 3 (stock torch, static shapes:
+# ``y = (x * 2).transpose(1, 2).reshape(b, t, h * d); return y, y[:, -1]``; and
+# ``y = x @ w; return y[0], y[1].t()`` gets two bases where eager has one).
+# The base's own sequence is a prefix of the output's (the output was viewed off
+# it), so the output is planned from the rest of the chain, static or symbolic.
+# A base whose metadata was mutated in place has another sequence than the one
+# the output was viewed off: nothing is dropped there, and the metadata check
+# decides.
+def autograd_base_prefix(view_metas: Sequence[Any], base: Tensor | None) -> int:
+    """How many leading ViewMetas of ``view_metas`` made ``base``, the output's autograd
+    base, off the storage's functional base (0: none, or not a proper prefix)."""
+    if not isinstance(base, FunctionalTensor) or not torch._is_functional_tensor(base.elem):
+        return 0
+    if torch._functionalize_has_metadata_mutation(base.elem):  # type: ignore[attr-defined]
+        return 0
+    base_metas = _functionalization.get_view_meta_sequence(base.elem)
+    if not 0 < len(base_metas) < len(view_metas):
+        return 0
+    if any(type(a) is not type(b) for a, b in zip(base_metas, view_metas)):
+        return 0
+    return len(base_metas)
+
+
+# [/stack]
 # What the output-alias metadata holds for view replay (OutputAliasInfo.replay_plan).
 ReplayPlan = ViewReplayPlan | UnplannableView | None
 
@@ -484,6 +520,13 @@ def plan_replay(
         "target_is_view_of_base": target_is_view_of_base,
         # [/stack]
     }
+    # [stack: autograd-base-in-chain]
+    prefix = autograd_base_prefix(sequence, base)
+    if prefix:
+        # Note [Outputs whose autograd base is inside the chain]: the ViewMetas
+        # that made the base are not replayed.
+        return plan_view_replay(sequence[prefix:], base=base, target=out, **sources)
+    # [/stack]
     if needs_replay_plan(view_meta_sequence):
         return plan_view_replay(sequence, base=base, target=out, **sources)
     # [stack: traced-base-steps]
