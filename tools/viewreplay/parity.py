@@ -116,6 +116,23 @@ def inplace_then_backward(
     return InplaceOutcome(None, tuple(leaf.grad for leaf in leaves))
 
 
+def weighted_backward(
+    fn: Callable[..., Any], make_inputs: Callable[[], tuple[list[Any], list[torch.Tensor]]]
+) -> InplaceOutcome:
+    """Run ``fn`` on fresh inputs and back-propagate the sum of its differentiable outputs,
+    output ``k`` weighted by ``k + 1``: the gradients of the leaves (or the error)."""
+    inputs, leaves = make_inputs()
+    outs = fn(*inputs)
+    outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+    terms = [o.sum() * (k + 1) for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and o.requires_grad]
+    try:
+        if terms:
+            sum(terms).backward()
+    except RuntimeError as e:
+        return InplaceOutcome(("backward", type(e).__name__), ())
+    return InplaceOutcome(None, tuple(leaf.grad for leaf in leaves))
+
+
 def same_outcome(eager: InplaceOutcome, compiled: InplaceOutcome, *, tol: float = 1e-5) -> bool:
     if eager.error != compiled.error or len(eager.grads) != len(compiled.grads):
         return False
@@ -168,6 +185,10 @@ def differences(
         found.append(f"bases: eager {se.bases}, compiled {sc.bases}")
     if se.version_counters != sc.version_counters:
         found.append(f"version counters: eager {se.version_counters}, compiled {sc.version_counters}")
+    ge, gc = weighted_backward(fn, make_inputs), weighted_backward(compiled, make_inputs)
+    if not same_outcome(ge, gc):
+        found.append(f"backward through every output: eager {ge.error or 'grads'}, compiled {gc.error or 'grads'}"
+                     f"{'' if ge.error or gc.error else ' (differ)'}")
     tensors = [k for k, e in enumerate(eager) if isinstance(e, torch.Tensor) and e.requires_grad]
     for i in tensors:
         for j in tensors:

@@ -20,6 +20,9 @@ outputs] in replay.py).
 """
 
 from . import config
+# [stack: custom-function-views]
+from .autograd_chain import custom_function_in_view_chain
+# [/stack]
 from .fallback import FallbackReason, ViewReplayFallbackError
 # [stack: multi-output-views]
 from .multi_output import (
@@ -76,6 +79,9 @@ __all__ = [
     "ViewReplayPlan",
     # [/stack]
     "config",
+    # [stack: custom-function-views]
+    "custom_function_in_view_chain",
+    # [/stack]
     # [stack: multi-output-views]
     "hide_input_multi_output_aliasing",
     "hide_intermediate_alias",

@@ -1,0 +1,102 @@
+"""
+What autograd recorded between a traced output and its ``_base``, read at compile time.
+
+Note [Views made by custom autograd.Functions]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Dynamo traces a custom autograd.Function into the graph, and AOTAutograd runs
+it as one (autograd_function_apply), so a traced output whose view chain goes
+through the Function's node carries the Function's backward. Functionalization
+records the views the Function's forward made as ViewMetas, but no ViewMeta
+stands for the Function's node: an output regenerated off its base by replaying
+them gets the plain views' backward, and the Function's own backward is
+silently lost. Upstream keeps such an output inside the compiled function
+(OutputType.custom_function_view) only when its own grad_fn is the Function's
+node and it aliases an input; ``ViewAs.apply(x)[1:]`` (a view after the
+Function) and ``SliceF.apply(z)`` of an intermediate ``z`` that another output
+aliases were regenerated, with a wrong gradient (stock identical):
+
+    class ViewAs(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x): return x.view_as(x)
+        @staticmethod
+        def backward(ctx, g): return g * 5
+    def f(x): return ViewAs.apply(x)[1:]     # x.grad: 1 compiled, 5 eager
+
+:func:`custom_function_in_view_chain` finds the Function's node between the
+output and its base; collect_metadata_analysis then classifies the output as a
+custom-Function view whatever its storage, and the compiled function returns it
+as its own output, whose backward holds the Function's.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import torch
+from torch import Tensor
+from torch._subclasses.functional_tensor import FunctionalTensorMode
+
+
+# Longest view chain walked; a longer one is treated as holding no custom node.
+MAX_VIEW_CHAIN = 64
+
+
+def is_custom_function_node(node: object) -> bool:
+    """Whether an autograd node is a custom autograd.Function's (C++ or Python)."""
+    return type(node).__name__ == "CppFunction" or isinstance(
+        node, torch.autograd.function.BackwardCFunction
+    )
+
+
+def _base_node(base: Tensor) -> object:
+    """The node that a view chain of ``base`` ends at: its grad_fn, or its AccumulateGrad."""
+    # Note [Accessing .grad_fn on FunctionalTensor] (collect_metadata_analysis.py)
+    with FunctionalTensorMode():
+        grad_fn = base.grad_fn
+    if grad_fn is not None or not base.requires_grad:
+        return grad_fn
+    return torch.autograd.graph.get_gradient_edge(base).node
+
+
+class ChainEnd(enum.Enum):
+    """Where the walk from an output's grad_fn towards its base's node stopped."""
+
+    # At the base's node: every view step was recorded with grad mode on.
+    BASE = "base"
+    # At a None edge: the steps before it were taken under no_grad.
+    NO_GRAD = "no_grad"
+    # At a custom autograd.Function's node (Note [Views made by custom autograd.Functions]).
+    CUSTOM_FUNCTION = "custom_function"
+    # Anywhere else (no base, a chain longer than MAX_VIEW_CHAIN).
+    UNKNOWN = "unknown"
+
+
+def _walk_view_chain(out: Tensor, grad_fn: object) -> tuple[int, ChainEnd]:
+    """The view nodes walked from ``grad_fn`` (``out``'s) towards ``out._base``'s node, and
+    where the walk stopped."""
+    stop = _base_node(out._base)
+    node = grad_fn
+    for walked in range(MAX_VIEW_CHAIN):
+        if node is None:
+            return walked, ChainEnd.NO_GRAD
+        if node is stop:
+            return walked, ChainEnd.BASE
+        if is_custom_function_node(node):
+            return walked, ChainEnd.CUSTOM_FUNCTION
+        node = node.next_functions[0][0] if node.next_functions else None
+    return MAX_VIEW_CHAIN, ChainEnd.UNKNOWN
+
+
+def _is_differentiable_view(out: object) -> bool:
+    return isinstance(out, Tensor) and out._base is not None and out.requires_grad
+
+
+def custom_function_in_view_chain(out: object, grad_fn: object) -> bool:
+    """Compile-time hook: whether a custom autograd.Function's node lies between the traced
+    output ``out`` (whose grad_fn is ``grad_fn``) and its ``_base`` (Note [Views made by
+    custom autograd.Functions])."""
+    if not _is_differentiable_view(out) or grad_fn is None:
+        return False
+    return _walk_view_chain(out, grad_fn)[1] is ChainEnd.CUSTOM_FUNCTION
+
+
