@@ -100,3 +100,50 @@ def custom_function_in_view_chain(out: object, grad_fn: object) -> bool:
     return _walk_view_chain(out, grad_fn)[1] is ChainEnd.CUSTOM_FUNCTION
 
 
+# [stack: no-grad-views]
+# Note [Views taken under no_grad]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A view taken under torch.no_grad() of a tensor that requires grad is, in
+# eager, a leaf without grad_fn that still requires grad (inherited), views its
+# base (``_base``, shared version counter), and raises on an in-place op with
+# grad mode on; views taken off it with grad mode on have a grad_fn whose edge
+# towards the base is None. Upstream regenerated such outputs in the caller's
+# grad mode: ``with torch.no_grad(): y = x[1:]; return y, x.t()`` came back
+# with SliceBackward0, and backward through y sent a gradient into x (stock
+# identical). The regeneration now replays the no_grad part of the chain under
+# no_grad: all of it for an output without grad_fn (the runtime wrapper tells
+# make_regenerator, from the output's requires_grad_for_backward), and the
+# leading steps of a chain whose later steps ran with grad mode on (the plan
+# wraps them, plan.py). Such an output is never hidden behind _unsafe_view
+# (multi_output.hide_intermediate_alias): it is regenerated off its base.
+def no_grad_view_steps(out: object, grad_fn: object, num_steps: int) -> int:
+    """How many leading steps of ``out``'s view chain (``num_steps`` long) were taken under
+    no_grad (Note [Views taken under no_grad]): 0 for an ordinary view, ``num_steps`` for a
+    view without grad_fn."""
+    if not _is_differentiable_view(out):
+        return 0
+    if grad_fn is None:
+        return num_steps
+    walked, end = _walk_view_chain(out, grad_fn)
+    return max(num_steps - walked, 0) if end is ChainEnd.NO_GRAD else 0
+
+
+def mixed_no_grad_steps(out: Tensor, num_steps: int) -> int:
+    """The leading steps of ``out``'s view chain (``num_steps`` long) taken under no_grad,
+    when later steps ran with grad mode on; 0 otherwise (Note [Views taken under no_grad])."""
+    steps = no_grad_view_steps(out, traced_grad_fn(out), num_steps)
+    return steps if steps < num_steps else 0
+
+
+def traced_grad_fn(out: Tensor) -> object:
+    """``out.grad_fn`` of a traced (functional) output (Note [Accessing .grad_fn on
+    FunctionalTensor] in collect_metadata_analysis.py)."""
+    with FunctionalTensorMode():
+        return out.grad_fn
+
+
+def has_no_grad_steps(out: Tensor) -> bool:
+    """Whether part of ``out``'s view chain was taken under no_grad (Note [Views taken
+    under no_grad])."""
+    return no_grad_view_steps(out, traced_grad_fn(out), 1) > 0
+# [/stack]

@@ -43,6 +43,9 @@ from torch import Tensor
 from torch._subclasses.functional_tensor import FunctionalTensor
 
 from . import config
+# [stack: no-grad-views]
+from .autograd_chain import has_no_grad_steps
+# [/stack]
 
 
 # ViewMeta class -> the aten op (path under ``torch``) that produces all pieces.
@@ -120,6 +123,10 @@ def hide_intermediate_alias(
     output that is the only alias of its storage and no such piece stays hidden
     (nothing else can observe the aliasing).
     """
+    # [stack: no-grad-views]
+    if has_no_grad_steps(out):
+        return False  # regenerated off its base: Note [Views taken under no_grad]
+    # [/stack]
     if config.hide_multi_output_view_aliasing:
         return num_aliased_outs == 1 or num_aliased_outs_not_multi_output <= 1
     is_piece = isinstance(out, FunctionalTensor) and torch._functionalize_is_multi_output_view(  # type: ignore[attr-defined]

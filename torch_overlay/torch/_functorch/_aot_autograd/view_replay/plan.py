@@ -52,6 +52,9 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils._python_dispatch import _disable_current_modes
 # [/stack]
 
+# [stack: no-grad-views]
+from .autograd_chain import mixed_no_grad_steps
+# [/stack]
 from .fallback import FallbackReason
 # [stack: multi-output-views]
 from .multi_output import (
@@ -125,6 +128,9 @@ class ViewReplayPlan:
             scope["_apply"] = _functionalization.apply_view_meta_sequence
             scope["_memo"] = {}
             scope["_remember"] = _remember
+            # [stack: no-grad-views]
+            scope["_no_grad"] = torch.no_grad
+            # [/stack]
             # [stack: multi-output-views]
             scope["_pieces"] = pieces_of
             # [/stack]
@@ -249,6 +255,9 @@ def plan_view_replay(
     # [stack: mutated-input-aliases]
     target_is_view_of_base: bool = True,
     # [/stack]
+    # [stack: no-grad-views]
+    no_grad_steps: int = 0,
+    # [/stack]
 ) -> ViewReplayPlan | UnplannableView:
     """Plan the replay of a ViewMeta sequence (see :func:`needs_replay_plan`)."""
     from . import config
@@ -280,8 +289,20 @@ def plan_view_replay(
     # [/stack]
     constants: dict[str, str] = {}
     replayed: list[str] = []  # names of the steps kept (Note [Identity slices])
+    # [stack: no-grad-views]
+    no_grad_statements = 0  # leading statements of body that run under no_grad
+    # [/stack]
     try:
         for i, vm in enumerate(view_metas):
+            # [stack: no-grad-views]
+            if i == no_grad_steps and i:
+                # Note [Views taken under no_grad]: the steps before i ran under no_grad.
+                if pending:
+                    body.append(f"t = _apply(t, _metas[{len(segments)}])")
+                    segments.append(f"[{', '.join(pending)}]")
+                    pending = []
+                no_grad_statements = len(body)
+            # [/stack]
             args = view_meta_arguments(vm, None if results is None else results[i])
             # [stack: traced-base-steps]
             if i + 1 < len(view_metas) and results is not None and is_identity_slice(
@@ -340,6 +361,9 @@ def plan_view_replay(
         target_is_view_of_base=target_is_view_of_base,
         # [/stack]
         memoized=segments,
+        # [stack: no-grad-views]
+        no_grad_statements=no_grad_statements,
+        # [/stack]
     )
 
 
@@ -360,6 +384,9 @@ def assemble_plan(
     target_is_view_of_base: bool = True,
     # [/stack]
     memoized: Sequence[str] = (),
+    # [stack: no-grad-views]
+    no_grad_statements: int = 0,
+    # [/stack]
 ) -> ViewReplayPlan | UnplannableView:
     """Bind the rendered steps' symbols and wrap them into
     ``replay(base, target, inputs=None, groups=None, outputs=None)``.
@@ -398,6 +425,13 @@ def assemble_plan(
         lines.append("    if _metas is None:")
         lines.append(f"        _metas = _remember(_memo, ({key}), ({', '.join(memoized)},))")
     lines.append("    t = base")
+    # [stack: no-grad-views]
+    if no_grad_statements:
+        # Note [Views taken under no_grad]
+        lines.append("    with _no_grad():")
+        lines += [f"        {statement}" for statement in body[:no_grad_statements]]
+        body = body[no_grad_statements:]
+    # [/stack]
     lines += [f"    {statement}" for statement in body]
     lines.append("    return t")
     problem = check_against_hints([sym for sym, _ in ordered], renderer)
@@ -478,6 +512,13 @@ def autograd_base_prefix(view_metas: Sequence[Any], base: Tensor | None) -> int:
 
 
 # [/stack]
+# [stack: no-grad-views]
+class MixedGradModeViewError(RuntimeError):
+    """An output viewed with grad mode on off a view taken under no_grad, whose chain cannot be
+    planned (Note [Views taken under no_grad]): raised at compile time."""
+
+
+# [/stack]
 # What the output-alias metadata holds for view replay (OutputAliasInfo.replay_plan).
 ReplayPlan = ViewReplayPlan | UnplannableView | None
 
@@ -522,6 +563,21 @@ def plan_replay(
     }
     # [stack: autograd-base-in-chain]
     prefix = autograd_base_prefix(sequence, base)
+    # [/stack]
+    # [stack: no-grad-views]
+    no_grad_steps = mixed_no_grad_steps(out, len(sequence) - prefix)
+    if no_grad_steps:
+        plan = plan_view_replay(sequence[prefix:], base=base, target=out, no_grad_steps=no_grad_steps, **sources)
+        if isinstance(plan, UnplannableView):
+            raise MixedGradModeViewError(
+                f"view_replay cannot regenerate an output viewed with grad mode on off a view taken "
+                f"under torch.no_grad() (Note [Views taken under no_grad]): its chain cannot be "
+                f"planned, and replaying it in one grad mode would differ from eager "
+                f"({plan.reason.name}: {plan.detail})"
+            )
+        return plan
+    # [/stack]
+    # [stack: autograd-base-in-chain]
     if prefix:
         # Note [Outputs whose autograd base is inside the chain]: the ViewMetas
         # that made the base are not replayed.

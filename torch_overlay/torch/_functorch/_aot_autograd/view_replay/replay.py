@@ -245,6 +245,9 @@ class PrecompiledRegenerator:
         # [stack: mutated-input-aliases]
         target_is_view_of_base: bool,
         # [/stack]
+        # [stack: no-grad-views]
+        no_grad: bool = False,
+        # [/stack]
     ) -> None:
         self._args = (
             view_meta_sequence,
@@ -253,6 +256,9 @@ class PrecompiledRegenerator:
             replay_views,
             # [stack: mutated-input-aliases]
             target_is_view_of_base,
+            # [/stack]
+            # [stack: no-grad-views]
+            no_grad,
             # [/stack]
         )
         self._fn = _resolve_regenerator(
@@ -264,6 +270,10 @@ class PrecompiledRegenerator:
             target_is_view_of_base=target_is_view_of_base,
             # [/stack]
         )
+        # [stack: no-grad-views]
+        if no_grad:
+            self._fn = _under_no_grad(self._fn)
+        # [/stack]
 
     def __call__(
         self, base: Tensor, target: Tensor, inputs: InputsArg, groups: GroupsArg, outputs: OutputsArg = None
@@ -288,6 +298,9 @@ def make_regenerator(
     # [stack: mutated-input-aliases]
     target_is_view_of_base: bool = True,
     # [/stack]
+    # [stack: no-grad-views]
+    no_grad: bool = False,
+    # [/stack]
 ) -> Regenerator:
     """Runtime-wrapper hook: the regenerator of one aliased output, resolved once
     (a :class:`PrecompiledRegenerator`); ``regenerate_alias`` resolves per call."""
@@ -299,7 +312,28 @@ def make_regenerator(
         # [stack: mutated-input-aliases]
         target_is_view_of_base,
         # [/stack]
+        # [stack: no-grad-views]
+        no_grad,
+        # [/stack]
     )
+
+
+# [stack: no-grad-views]
+def _under_no_grad(regenerate: Regenerator) -> Regenerator:
+    """``regenerate`` run under no_grad: the output is a view taken under no_grad (Note
+    [Views taken under no_grad]), a leaf without grad_fn that requires grad as its base does."""
+
+    def regenerate_under_no_grad(
+        base: Tensor, target: Tensor, inputs: InputsArg = None, groups: GroupsArg = None,
+        outputs: OutputsArg = None,
+    ) -> Tensor:
+        with torch.no_grad():
+            return regenerate(base, target, inputs, groups, outputs)
+
+    return regenerate_under_no_grad
+
+
+# [/stack]
 
 
 # [/stack]
