@@ -24,7 +24,7 @@ from view_replay_testing import (
     strict_view_replay,
     TORCH_2_14,
 )
-from viewreplay.parity import differences
+from viewreplay_harness.parity import differences
 
 
 def reshape_copy_and_last(x):

@@ -4,7 +4,7 @@ It writes the runtime wrapper, with every global it references, as a standalone 
 each global must be a known helper, importable, or writable as source. The patched wheel's
 per-output regenerators were closures, so on 2.14.1 every graph whose output aliases an input
 failed ("cannot reference <function make_regenerator.<locals>.regenerate ...> by import").
-They are objects that reduce to ``PrecompiledRegenerator(...)`` now (Note [Regenerators as
+They are objects that reduce to ``Regenerator(...)`` now (Note [Regenerators as
 source] in view_replay/replay.py). Stock writes ``gen_alias_from_base(...)`` calls instead.
 Both must load the module and give eager's values, sizes, strides and offsets; a regenerated
 output must be a real view of its input. The API does not exist before 2.14 (skipped there).
@@ -69,7 +69,7 @@ class TestCompileToPython(CompileTestCase):
         if input_aliases:
             # The module regenerates the aliased outputs through view_replay (patched) or
             # gen_alias_from_base (stock), not through a closure it cannot write out.
-            self.assertIn("PrecompiledRegenerator(" if PATCHED else "gen_alias_from_base(", code)
+            self.assertIn("Regenerator(" if PATCHED else "gen_alias_from_base(", code)
         self.assertEqual(fallback_counts(), {})
 
 

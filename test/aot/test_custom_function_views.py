@@ -18,7 +18,7 @@ from torch.testing._internal.common_utils import (
 )
 
 from view_replay_testing import CompileTestCase, PATCHED, strict_view_replay
-from viewreplay.parity import differences
+from viewreplay_harness.parity import differences
 
 
 class ViewAs(torch.autograd.Function):

@@ -1,4 +1,4 @@
-"""Minimised programs found by the view-replay fuzzer (tools/viewreplay/fuzz.py), each kept as an
+"""Minimised programs found by the view-replay fuzzer (tools/viewreplay_harness/fuzz.py), each kept as an
 explicit regression test. An open overlay bug is marked ``@unittest.expectedFailure`` with a
 comment naming the bug, so that CI stays green and the test flips when it is fixed.
 
@@ -15,7 +15,7 @@ from view_replay_testing import PATCHED
 
 
 def _check(program) -> None:
-    from viewreplay.fuzz import check_program
+    from viewreplay_harness.fuzz import check_program
 
     check_program(program)
 
@@ -27,7 +27,7 @@ class TestFuzzRegressions(TestCase):
         # IndexError in Dynamo's produce_guards_verbose at the second size with dynamic=True.
         # The oracle excludes it (fuzz.KNOWN_UPSTREAM_ERRORS); this test keeps that exclusion
         # working and narrow.
-        from viewreplay.fuzz import InputSpec, Program, Step
+        from viewreplay_harness.fuzz import InputSpec, Program, Step
 
         program = Program(
             inputs=(
@@ -44,7 +44,7 @@ class TestFuzzRegressions(TestCase):
         # Found by the fuzzer (long mode, chunk seed 10004); an overlay bug, fixed: both
         # outputs hit one cached split() group and came back as the same tensor
         # (multi_output.pieces_of now hands a piece out once per call).
-        from viewreplay.fuzz import InputSpec, Program, Step
+        from viewreplay_harness.fuzz import InputSpec, Program, Step
 
         program = Program(
             inputs=(InputSpec((1,), requires_grad=False),),
@@ -65,7 +65,7 @@ class TestFuzzRegressions(TestCase):
     # without the negation). Flips when fixed.
     @unittest.expectedFailure
     def test_write_through_negative_view_after_input_metadata_change(self) -> None:
-        from viewreplay.fuzz import InputSpec, Program, Step
+        from viewreplay_harness.fuzz import InputSpec, Program, Step
 
         program = Program(
             inputs=(InputSpec((1,), requires_grad=False),),
@@ -87,7 +87,7 @@ class TestFuzzRegressions(TestCase):
         # as_strided() with offset 0. See Note [Aliases of inputs mutated by the graph] and
         # test_mutated_input_aliases.py. def f(x, a): with torch.no_grad(): a.add_(1);
         # return a, a.unsqueeze(0).squeeze((0,)) with a = x[1:], x of (4, 1) requiring grad.
-        from viewreplay.fuzz import InputSpec, Program, Step
+        from viewreplay_harness.fuzz import InputSpec, Program, Step
 
         _check(
             Program(
@@ -102,7 +102,7 @@ class TestFuzzRegressions(TestCase):
         # the same. Inductor materialises v[1::2] of a copying flatten as a fresh contiguous
         # tensor (eager: a view with stride (2, 1) and offset 1), and _neg_view(v) and v[-1]
         # as two unrelated tensors (fuzz.EXCLUSIONS: "inductor's copies of reshaped values").
-        from viewreplay.fuzz import check_program, InputSpec, Program, Step
+        from viewreplay_harness.fuzz import check_program, InputSpec, Program, Step
 
         cases = {
             "strided slice": Program(
@@ -128,7 +128,7 @@ class TestFuzzRegressions(TestCase):
         # Found by the fuzzer; NOT overlay bugs: stock 2.13.0 behaves the same on each. The
         # oracle documents them (fuzz.EXCLUSIONS, EAGER_ONLY_ERRORS, KNOWN_UPSTREAM_ERRORS);
         # these programs keep each entry working.
-        from viewreplay.fuzz import InputSpec, Program, Step
+        from viewreplay_harness.fuzz import InputSpec, Program, Step
 
         cases = {
             # _is_view of a dtype view after squeeze_: compiled True, eager False.

@@ -1,4 +1,4 @@
-"""Fixed-seed fuzzing of view replay (tools/viewreplay/fuzz.py): random programs of view ops
+"""Fixed-seed fuzzing of view replay (tools/viewreplay_harness/fuzz.py): random programs of view ops
 (every dense ViewMeta op, multi-output ones included), pointwise ops and in-place mutations of
 inputs and intermediates, run eagerly and compiled (aot_eager, static and dynamic, two sizes
 each; a small inductor slice) in strict mode, compared end to end. See fuzz.py for the oracle,
@@ -6,7 +6,7 @@ the accepted fallbacks and the exclusions.
 
 The budget is fixed (seeds, counts) so that CI is deterministic; a failure names the minimal
 program (hypothesis shrinks it), to be kept in test_fuzz_regressions.py once fixed. More
-programs: ``python -m viewreplay.fuzz --long``. Patched torch only: the stock side has no
+programs: ``python -m viewreplay_harness.fuzz --long``. Patched torch only: the stock side has no
 view_replay overlay (its deviations are the bugs the series fixes, documented by the other test
 modules).
 """
@@ -28,7 +28,7 @@ INDUCTOR_BUDGET = (20261502, 4)
 @unittest.skipUnless(PATCHED, "the view_replay overlay is absent (stock torch): nothing to fuzz")
 class TestFuzzViews(TestCase):
     def _fuzz(self, seed: int, n: int, backend: str, dynamic_modes: tuple[bool, ...]) -> None:
-        from viewreplay.fuzz import fuzz
+        from viewreplay_harness.fuzz import fuzz
 
         report = fuzz(n, seed, backend=backend, dynamic_modes=dynamic_modes, chunk=n)
         if report.failures:

@@ -18,7 +18,7 @@ from torch.testing._internal.common_utils import (
 )
 
 from view_replay_testing import CompileTestCase, fallback_counts, PATCHED, strict_view_replay
-from viewreplay.parity import differences
+from viewreplay_harness.parity import differences
 
 
 def of_input(x):

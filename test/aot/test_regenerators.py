@@ -17,7 +17,7 @@ from torch._functorch._aot_autograd import runtime_wrappers
 from torch.testing._internal.common_utils import run_tests
 
 from view_replay_testing import CompileTestCase, fallback_counts, PATCHED, strict_view_replay
-from viewreplay.bench_worker import set_view_replay_flag, Worker
+from viewreplay_harness.bench_worker import set_view_replay_flag, Worker
 
 if PATCHED:
     from torch._functorch._aot_autograd.view_replay import config as view_replay_config

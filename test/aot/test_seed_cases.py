@@ -1,4 +1,4 @@
-"""The project's seed cases (viewreplay.cases), on stock and patched torch.
+"""The project's seed cases (viewreplay_harness.cases), on stock and patched torch.
 
 Stock 2.13.0 regenerates ``g`` (an output aliasing its input) with as_strided()
 under dynamic shapes; patched torch replays ViewBackward0. ``f`` and ``h`` are
@@ -15,7 +15,7 @@ from torch.testing._internal.common_utils import (
 )
 
 from view_replay_testing import PATCHED, strict_view_replay, fallback_counts
-from viewreplay.cases import probe, SEED_CASES
+from viewreplay_harness.cases import probe, SEED_CASES
 
 
 SEEDS = {case.name: case for case in SEED_CASES}

@@ -30,7 +30,7 @@ from view_replay_testing import (
     storage_sharing,
     strict_view_replay,
 )
-from viewreplay.sweep import (
+from viewreplay_harness.sweep import (
     EXCLUDED_VIEW_METAS,
     PROGRAMS,
     SIZES,

@@ -23,7 +23,7 @@ from torch.testing._internal.common_utils import (
 )
 
 from view_replay_testing import CompileTestCase, autograd_nodes, fallback_counts, PATCHED, strict_view_replay
-from viewreplay.sweep import make_inputs, PROGRAMS, SIZES
+from viewreplay_harness.sweep import make_inputs, PROGRAMS, SIZES
 
 if PATCHED:
     from torch._functorch._aot_autograd.view_replay import (
@@ -148,30 +148,34 @@ class TestUnbackedSlices(CompileTestCase):
 class TestPlanPickles(TestCase):
     @unittest.skipUnless(PATCHED, "plans exist only in the patched wheel")
     def test_plan_round_trips_through_pickle(self) -> None:
-        from torch._functorch._aot_autograd import view_replay
-
-        plans = []
-
-        def spy(vms, out, **sources):
-            plans.append(plan_replay(vms, out, **sources))
-            return plans[-1]
+        from torch._functorch._aot_autograd.view_replay import RegenerationCall
+        from torch._functorch._aot_autograd.view_replay.codegen import compiled_plan
+        from torch._functorch._aot_autograd.view_replay.spec import ReplayPlan
 
         import torch._functorch._aot_autograd.collect_metadata_analysis as cma
 
-        plan_replay = cma.plan_replay
-        cma.plan_replay = spy
+        decided = []
+        plan_view_replay = cma.plan_view_replay
+
+        def spy(scope, view_meta_sequence):
+            decided.append(plan_view_replay(scope, view_meta_sequence))
+            return decided[-1]
+
+        cma.plan_view_replay = spy
         try:
             torch._dynamo.reset()
             fn = PROGRAMS["slice+t-input"].fn
             torch.compile(fn, backend="aot_eager", dynamic=True)(torch.randn(6, 4, requires_grad=True))
         finally:
-            cma.plan_replay = plan_replay
-        (plan,) = plans
-        self.assertIsInstance(plan, view_replay.ViewReplayPlan)
-        self.assertEqual(plan.view_metas, ("slice_Tensor_ViewMeta", "t_ViewMeta"))
-        clone = pickle.loads(pickle.dumps(plan))
+            cma.plan_view_replay = plan_view_replay
+        (view_replay,) = decided
+        plan = view_replay.route
+        self.assertIsInstance(plan, ReplayPlan)
+        self.assertEqual(plan.names(), ("slice_Tensor_ViewMeta", "t_ViewMeta"))
+        clone = pickle.loads(pickle.dumps(view_replay))
+        self.assertEqual(clone, view_replay)  # plain data
         x = torch.randn(10, 4, requires_grad=True)
-        out = clone.replay(x, x[:5].t(), {}, None)
+        out = compiled_plan(clone.route)(x, x[:5].t(), RegenerationCall({}, ()))
         self.assertEqual(out, x[:5].t())
         self.assertEqual(autograd_nodes([out]), ["TBackward0", "SliceBackward0", "AccumulateGrad"])
 

@@ -69,29 +69,41 @@ class TestSyntheticBaseIndices(CompileTestCase):
 class TestRemapPlanInputs(CompileTestCase):
     def test_plan_reads_the_remapped_input(self) -> None:
         if not PATCHED:
-            self.skipTest("remap_plan_inputs is part of the view_replay overlay")
+            self.skipTest("remap_view_replay_inputs is part of the view_replay overlay")
         from torch._functorch._aot_autograd.view_replay import (
             FallbackReason,
-            remap_plan_inputs,
-            UnplannableView,
-            ViewReplayPlan,
+            RegenerationCall,
+            remap_view_replay_inputs,
+            ViewReplay,
+        )
+        from torch._functorch._aot_autograd.view_replay.codegen import compiled_plan
+        from torch._functorch._aot_autograd.view_replay.spec import (
+            Const,
+            Expr,
+            Fallback,
+            MetadataField,
+            ReplayPlan,
+            RuntimeSource,
+            Seq,
+            SymbolBinding,
+            SymbolLocator,
+            ViewMetaStep,
         )
 
-        plan = ViewReplayPlan(
-            view_metas=("slice_Tensor_ViewMeta",),
-            source="def replay(base, target, inputs, groups):\n    return base[: inputs[2]]\n",
-            constants={},
-            input_indices=(2,),
-        )
+        # x[: n] with n = the value of input 2 (a SymInt input).
+        irm = Const("_C._functionalization.InverseReturnMode.ViewOrScatterInverse")
+        step = ViewMetaStep("slice_Tensor_ViewMeta", Seq((False, True, irm, 0, 0, Expr("n"), 1)))
+        locator = SymbolLocator(RuntimeSource.INPUT, MetadataField.VALUE, index=2)
+        view_replay = ViewReplay(ReplayPlan((step,), (SymbolBinding("n", locator),)))
 
-        moved = remap_plan_inputs(plan, {2: 0}.get)
-        self.assertEqual(plan.input_indices, (2,))  # the original is left alone
-        self.assertEqual(moved.input_indices, (0,))
+        moved = remap_view_replay_inputs(view_replay, {2: 0}.get)
+        self.assertEqual(view_replay.route.symbols[0].locator.index, 2)  # the original is left alone
+        self.assertEqual(moved.route.symbols[0].locator.index, 0)
         x = torch.arange(6)
-        self.assertEqual(moved.replay(x, None, {0: 4}, None), x[:4])
-        self.assertIs(remap_plan_inputs(plan, {2: 2}.get), plan)
-        merged = remap_plan_inputs(plan, lambda i: None)
-        self.assertIsInstance(merged, UnplannableView)
+        self.assertEqual(compiled_plan(moved.route)(x, None, RegenerationCall({0: 4}, ())), x[:4])
+        self.assertIs(remap_view_replay_inputs(view_replay, {2: 2}.get), view_replay)
+        merged = remap_view_replay_inputs(view_replay, lambda i: None).route
+        self.assertIsInstance(merged, Fallback)
         self.assertEqual(merged.reason, FallbackReason.UNBOUND_SYMBOL)
         self.assertIn("synthetic base", merged.detail)
 

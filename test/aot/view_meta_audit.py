@@ -196,18 +196,24 @@ def audit(name: str, classification: Any, patched: bool) -> dict[str, object]:
 
 def plan(vm: Any, make: Callable[[], torch.Tensor], expected: Callable[[torch.Tensor], torch.Tensor]) -> str:
     """The overlay's plan of the one-step chain: 'ok', 'wrong' or the reason it refuses."""
-    from torch._functorch._aot_autograd.view_replay.plan import plan_view_replay, ViewReplayPlan
+    from torch._functorch._aot_autograd.view_replay import GraphScope, RegenerationCall
+    from torch._functorch._aot_autograd.view_replay.codegen import compiled_plan
+    from torch._functorch._aot_autograd.view_replay.plan import plan_view_meta_chain
+    from torch._functorch._aot_autograd.view_replay.scope import OutputScope
+    from torch._functorch._aot_autograd.view_replay.spec import Check, ReplayPlan
 
     torch.manual_seed(0)
     x = make()
     target = expected(x.clone())
     if target.layout != torch.strided:
         return "sparse"
-    planned = plan_view_replay([vm], base=x.clone(), target=target, inputs=[])
-    if not isinstance(planned, ViewReplayPlan):
+    scope = OutputScope(GraphScope.of((), (), ()), target, x.clone(), Check.LAYOUT, base_restrided=False)
+    planned = plan_view_meta_chain([vm], scope)
+    if not isinstance(planned, ReplayPlan):
         return planned.reason.name
     base = x.clone()
-    return "ok" if same(planned.replay(base, expected(base.clone()), {}, None), target) else "wrong"
+    out = compiled_plan(planned)(base, expected(base.clone()), RegenerationCall({}, ()))
+    return "ok" if same(out, target) else "wrong"
 
 
 # The handwritten classes whose as_tuple() is defective, and the size their producer passes.

@@ -16,7 +16,7 @@ from torch._dynamo.utils import counters
 
 from torch.testing._internal.common_utils import TestCase
 
-from viewreplay.cases import autograd_nodes, view_replay_installed
+from viewreplay_harness.cases import autograd_nodes, view_replay_installed
 
 
 PATCHED = view_replay_installed()

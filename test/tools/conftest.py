@@ -1,7 +1,8 @@
 """Shared fixtures: the pinned wheel, a pristine tree extracted from it, and repositories to test with.
 
-Two repositories are exercised: a miniature fixture repo (its own pin, a two-file patch made
-with ``git format-patch``, a one-file overlay) and the real repository's series and overlay.
+Two repositories are exercised: a miniature fixture repo (its own pin, one patch made with
+``git format-patch`` that modifies two upstream files and adds the one-file overlay) and the
+real repository's series and overlay.
 """
 
 from __future__ import annotations
@@ -66,7 +67,11 @@ def fixture_repo_template(
     second = work / FIXTURE_TOUCHED[1]
     lines = second.read_text().splitlines(keepends=True)
     second.write_text("".join(lines[:5] + ["# view replay fixture line\n"] + lines[5:]))
-    _git(work, "commit", "-q", "-a", "-m", "Fixture: touch two aot_autograd files", "-m", "Free-text description.")
+    overlay_text = '"""View replay fixture overlay."""\nVALUE = 1\n'
+    (work / FIXTURE_OVERLAY).parent.mkdir(parents=True)
+    (work / FIXTURE_OVERLAY).write_text(overlay_text)
+    _git(work, "add", "-A")
+    _git(work, "commit", "-q", "-m", "Fixture: touch two aot_autograd files, add the overlay", "-m", "Free-text description.")
     patch_text = _git(work, "format-patch", "-1", "--stdout")
 
     repo = tmp_path_factory.mktemp("fixture-repo") / "repo"
@@ -77,7 +82,7 @@ def fixture_repo_template(
     (repo / "pins" / "2.13.0" / "pin.toml").write_text(FIXTURE_PIN)
     overlay = repo / "torch_overlay" / FIXTURE_OVERLAY
     overlay.parent.mkdir(parents=True)
-    overlay.write_text('"""View replay fixture overlay."""\nVALUE = 1\n')
+    overlay.write_text(overlay_text)  # the series' tip (viewreplay.tip)
     assert run_cli("pin-update", "--repo", repo, "--pin", TOOLS_PIN, "--wheel", pinned_wheel) == 0
     return repo
 

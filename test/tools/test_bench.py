@@ -271,7 +271,7 @@ def test_measurements_are_paired_back_to_back() -> None:
 def test_orchestrator_knows_every_workload() -> None:
     # bench.py does not import torch, so it names the workers' workloads itself.
     from viewreplay.bench import REGEN_WORKLOAD_NAMES, WORKLOAD_NAMES
-    from viewreplay.bench_worker import REGEN_WORKLOADS, WORKLOADS
+    from viewreplay_harness.bench_worker import REGEN_WORKLOADS, WORKLOADS
 
     assert tuple(WORKLOADS) == WORKLOAD_NAMES and tuple(REGEN_WORKLOADS) == REGEN_WORKLOAD_NAMES
 

@@ -1,7 +1,7 @@
 """``viewreplay bench``: eager vs stock-compiled vs patched-compiled, measured side by side.
 
 The orchestrator (this module; it does not import torch) starts one long-lived
-worker per venv (``python -m viewreplay.bench_worker``, see its docstring for the
+worker per venv (``python -m viewreplay_harness.bench_worker``, see its docstring for the
 methods) and drives both over stdin/stdout JSON, one workload at a time:
 
   1. cold compile, ``--compile-repeats`` times, alternating stock/patched;
@@ -77,7 +77,7 @@ class BenchConfig:
 
 
 class WorkerProcess:
-    """One ``python -m viewreplay.bench_worker`` under a venv's interpreter."""
+    """One ``python -m viewreplay_harness.bench_worker`` under a venv's interpreter."""
 
     def __init__(self, side: str, python: str, config: BenchConfig, log_dir: Path) -> None:
         self.side = side
@@ -90,7 +90,7 @@ class WorkerProcess:
         tools_dir = str(Path(__file__).resolve().parents[1])
         env["PYTHONPATH"] = tools_dir + os.pathsep + env.get("PYTHONPATH", "")
         cmd = [
-            python, "-m", "viewreplay.bench_worker",
+            python, "-m", "viewreplay_harness.bench_worker",
             "--mode", config.mode, "--target-s", str(config.target_s), "--threads", str(config.threads),
         ]
         if side == "patched":

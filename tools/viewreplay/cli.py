@@ -176,17 +176,18 @@ def _add_bench_parser(add: Callable[..., argparse.ArgumentParser]) -> None:
 
 
 def cmd_checkout_series(args: argparse.Namespace) -> int:
-    """Make a checkout with one commit per patch and the overlay as the last commit."""
+    """Make a checkout with one commit per patch (per PR of the stack)."""
     repo = load_repo(_repo_root(args), args.pin)
     subjects = export.checkout_series(repo, _pinned_wheel(repo, args.wheel), args.dir.resolve())
     print(f"{args.dir}: {repo.pin.upstream_tag} + {len(subjects)} commit(s):")
     print("\n".join(f"  {s}" for s in subjects))
-    print(f"edit there, commit (--amend / rebase -i {repo.pin.upstream_tag}), then: viewreplay export {args.dir}")
+    print(f"edit there (commit --fixup=<PR commit>, then rebase -i --autosquash {repo.pin.upstream_tag}), "
+          f"then: viewreplay export {args.dir}")
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Write the checkout's commits back to patches/ and its added files to torch_overlay/ (or --check)."""
+    """Write the checkout's commits back to patches/, its tip to torch_overlay/ and upstream/test/ (or --check)."""
     repo = load_repo(_repo_root(args), args.pin, require_pinned_hashes=False)
     result = export.compute_export(repo, args.dir.resolve(), numbering=args.numbering)
     if args.check:
@@ -195,7 +196,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             print(diff, end="")
             print(f"viewreplay export --check: {repo.root} differs from what export would write", file=sys.stderr)
             return 1
-        print(f"{repo.root}: patches/ and {len(result.series)} patch(es), torch_overlay/ up to date with {args.dir}")
+        print(f"{repo.root}: {len(result.series)} patch(es), torch_overlay/ and upstream/test/ up to date with {args.dir}")
         return 0
     changed = export.write_export(repo, result)
     print(f"{repo.root}: {len(changed)} file(s) written" + "".join(f"\n  {c}" for c in changed))
@@ -210,8 +211,7 @@ def cmd_stage_upstream(args: argparse.Namespace) -> int:
     repo = load_repo(_repo_root(args), args.pin)
     wheel = None if args.checkout else _pinned_wheel(repo, args.wheel)
     patches, left_out = staging.stage_upstream(
-        repo, args.out.resolve(), wheel=wheel, checkout=args.checkout.resolve() if args.checkout else None,
-        stack_path=args.stack,
+        repo, args.out.resolve(), wheel=wheel, checkout=args.checkout.resolve() if args.checkout else None
     )
     print(f"{args.out}: {len(patches)} patch(es) against {repo.pin.upstream_tag}")
     print("\n".join(f"  {p.name}" for p in patches))
@@ -227,7 +227,7 @@ def cmd_check_prefixes(args: argparse.Namespace) -> int:
         repo, _pinned_wheel(repo, args.wheel), args.stock_python,
         checkout=args.checkout.resolve() if args.checkout else None, timeout=args.timeout,
     )
-    total = len(staging.load_stack(repo).prs)
+    total = len(repo.patches)
     print(prefixcheck.format_results(results, total))
     ok = len(results) == total and all(r.ok for r in results)
     print(f"{sum(r.ok for r in results)} of {total} prefix(es) apply, and their tests fail before the PR and pass with it")
@@ -241,10 +241,9 @@ def cmd_run_aotdispatch(args: argparse.Namespace) -> int:
     subset_path = args.subset or root / aotdispatch.SUBSET_FILE
     test_file = aotdispatch.load_subset(subset_path).test_file
     test_patches = [
-        repo.root / staging.UPSTREAM_DIR / rel
-        for pr in staging.load_stack(repo).prs
-        for rel in pr.test_patches
-        if test_file in staging.upstream_test_targets(repo.root / staging.UPSTREAM_DIR / rel)
+        pr.test_patch
+        for pr in staging.load_prs(repo)
+        if pr.test_patch is not None and test_file in staging.upstream_test_targets(pr.test_patch)
     ]
     table, regressed = aotdispatch.run_aotdispatch(
         repo.pin, args.pytorch_src.resolve(), subset_path, args.stock_python, args.patched_python, args.timeout,
@@ -272,24 +271,23 @@ def _add_series_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
     """checkout-series, export, stage-upstream, check-prefixes, run-aotdispatch, rebase-check."""
     wheel_help = WHEEL_HELP
     series = add("checkout-series", cmd_checkout_series,
-                 "make a git checkout of the pinned torch with one commit per patch and the overlay as the last commit")
+                 "make a git checkout of the pinned torch with one commit per patch (per PR of the upstream stack)")
     series.add_argument("--wheel", type=Path, metavar="PATH", help=wheel_help)
     series.add_argument("dir", type=Path, metavar="DIR", help="new (or empty) directory")
 
     exp = add("export", cmd_export,
-              "write a checkout-series checkout's commits back to patches/ and its new files to torch_overlay/")
+              "write a checkout-series checkout's commits back to patches/ and its tip to torch_overlay/ and upstream/test/")
     exp.add_argument("dir", type=Path, metavar="DIR", help="the checkout (made by checkout-series)")
     exp.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff if the repo differs")
     exp.add_argument("--numbering", choices=["auto", "numbered", "none"], default="auto",
                      help="[PATCH n/m] or [PATCH] subjects (default: as the current patches)")
 
     stage = add("stage-upstream", cmd_stage_upstream,
-                "write the series as PR-sized git format-patch commits against the pinned tag (upstream/stack.toml)")
+                "stage the series (one patch per PR) as [PATCH n/m] git format-patch commits against the pinned tag")
     stage.add_argument("--out", type=Path, required=True, metavar="DIR", help="new (or empty) output directory")
     stage.add_argument("--checkout", type=Path, metavar="DIR",
                        help="a PyTorch git checkout with the pinned tag (a temporary worktree is used; default: make-checkout)")
     stage.add_argument("--wheel", type=Path, metavar="PATH", help=wheel_help)
-    stage.add_argument("--stack", type=Path, metavar="TOML", help="stack file (default: upstream/stack.toml)")
 
     prefixes = add("check-prefixes", cmd_check_prefixes,
                    "stage the stack; apply each prefix with git am and run the tests its PR adds on that prefix's torch")

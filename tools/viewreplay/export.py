@@ -1,15 +1,17 @@
-"""The quilt-style round trip: a git checkout with one commit per patch, and the export back to ``patches/``.
+"""The round trip (Electron's patch workflow): a git checkout with one commit per patch, and the export back.
 
-``checkout-series DIR`` makes the stand-in checkout (``make-checkout``), ``git am``s the series (one
-commit per patch, authors and dates kept) and adds the overlay as a last commit. Edit there with git
-(``commit --amend``, ``rebase -i``), then ``export DIR`` writes the hook commits back to ``patches/``
-with ``git format-patch --no-signature --zero-commit`` and the files the branch adds back to
-``torch_overlay/``. Output is byte-identical for identical commits; ``export --check`` compares
-instead of writing.
+``checkout-series DIR`` makes the stand-in checkout (``make-checkout``) and ``git am``s the series:
+one commit per PR of the upstream stack, authors and dates kept, each with its hooks, its overlay
+growth and its tests. Edit there with git (``commit --fixup`` + ``rebase -i --autosquash``, ``commit
+--amend``), then ``export DIR`` writes the commits back to ``patches/`` with ``git format-patch
+--no-signature --zero-commit``, the overlay package at HEAD to ``torch_overlay/`` and the test files
+the branch adds to ``upstream/test/`` (the series' tip, checked by ``viewreplay.tip``). Output is
+byte-identical for identical commits; ``export --check`` compares instead of writing.
 
 Naming: a commit keeps the ``series`` name of the patch with the same subject; commits left over are
 paired with leftover names by position (a reworded commit keeps its file); any remaining new commit
-gets git's own file name and is appended to ``series``; patches without a commit are removed.
+gets git's own file name; ``series`` lists the names in commit order; patches without a commit are
+removed.
 
 Pins: a checkout of the newest pin exports to ``patches/`` and may change the series. A checkout of an
 older pin must have the series' commits, by name; each goes to ``pins/<version>/patches/<name>``
@@ -28,28 +30,30 @@ from pathlib import Path
 from viewreplay import ViewReplayError
 from viewreplay.checkout import make_checkout
 from viewreplay.gitrepo import check_upstream_checkout, git, git_show, numbering_style, patch_identity, patch_subject
-from viewreplay.pin import OVERLAY_DIR, SERIES_FILE, Repo, patch_targets, series_names
-
-OVERLAY_COMMIT_SUBJECT = "viewreplay: overlay modules (torch_overlay/; exported as files, not as a patch)"
+from viewreplay.pin import (
+    OVERLAY_DIR,
+    OVERLAY_PACKAGE,
+    SERIES_FILE,
+    TEST_PREFIX,
+    UPSTREAM_TEST_DIR,
+    Repo,
+    patch_sections,
+    series_names,
+)
+from viewreplay.tip import repository_tip
 
 
 def checkout_series(repo: Repo, wheel: Path, dest: Path) -> list[str]:
-    """Make the checkout at ``dest``: tag, one commit per patch, then one commit with the overlay. Return subjects."""
+    """Make the checkout at ``dest``: the tag, then one commit per patch. Return the subjects."""
     make_checkout(repo.pin, wheel, dest, all_files=False)
     identity = patch_identity(repo.patches[0])
     for patch in repo.patches:
         try:
-            # --keep-non-patch keeps "[logging]"-style subject prefixes, so the export reproduces them.
+            # --keep-non-patch keeps "[aot_autograd]"-style subject prefixes, so the export reproduces them.
             git(dest, "am", "-q", "--keep-non-patch", "--committer-date-is-author-date", str(patch), identity=identity)
         except ViewReplayError as exc:
             git(dest, "am", "--abort", check=False)
             raise ViewReplayError(f"{patch}: does not apply on {repo.pin.upstream_tag}: {exc}") from None
-    if repo.overlay:
-        for rel, data in repo.overlay.items():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            (dest / rel).write_bytes(data)
-        git(dest, "add", "-f", "--", *repo.overlay)
-        git(dest, "commit", "-q", "--no-verify", "-m", OVERLAY_COMMIT_SUBJECT, identity=identity)
     return git(dest, "log", "--reverse", "--format=%s", f"{repo.pin.upstream_tag}..HEAD").splitlines()
 
 
@@ -61,65 +65,70 @@ class Export:
     series: list[str] = field(default_factory=list)
 
 
-def _added_files(checkout: Path, tag: str) -> list[str]:
-    """Files the branch adds relative to the tag (the overlay); refuse deletions and additions outside torch/."""
+def _tip_files(checkout: Path, tag: str) -> list[str]:
+    """The overlay and test files of HEAD (the tip to export); refuse other additions and any deletion."""
     added, problems = [], []
     for line in git(checkout, "diff", "--name-status", "--no-renames", tag, "HEAD").splitlines():
         status, _, path = line.partition("\t")
-        if status == "A":
-            (added if path.startswith("torch/") else problems).append(path)
+        if status == "A" and not path.startswith((OVERLAY_PACKAGE, TEST_PREFIX)):
+            problems.append(f"{path} (a new file outside {OVERLAY_PACKAGE} and {TEST_PREFIX})")
+        elif status == "A" and not path.endswith(".py"):
+            problems.append(f"{path} (not a Python source: a cache committed by mistake?)")
         elif status == "D":
-            problems.append(f"{path} (deleted; patches may only modify upstream files)")
+            problems.append(f"{path} (deleted; hooks may only modify upstream files)")
+        elif status == "A":
+            added.append(path)
     if problems:
         raise ViewReplayError(f"{checkout}: the branch adds or deletes files that cannot be exported: {problems}")
     return added
 
 
+def _tip_destination(rel: str) -> str:
+    """Where the repository keeps an in-tree overlay or test file."""
+    return f"{OVERLAY_DIR}/{rel}" if rel.startswith(OVERLAY_PACKAGE) else f"{UPSTREAM_TEST_DIR}/{rel}"
+
+
 def compute_export(repo: Repo, checkout: Path, *, numbering: str = "auto") -> Export:
-    """Compute the patches, series and overlay that ``checkout``'s branch stands for."""
+    """Compute the patches, series, overlay and PR tests that ``checkout``'s branch stands for."""
     tag = repo.pin.upstream_tag
     check_upstream_checkout(checkout, repo.pin)
     dirty = git(checkout, "status", "--porcelain", "--untracked-files=normal")
     if dirty:
         raise ViewReplayError(f"{checkout}: uncommitted changes; commit them (or stash) first:\n{dirty.rstrip()}")
-    added = _added_files(checkout, tag)
+    tip = _tip_files(checkout, tag)
     if numbering == "auto":
         numbering = numbering_style(repo.patches)
     result = Export()
     with tempfile.TemporaryDirectory(prefix="viewreplay-export-") as tmp:
         out = Path(tmp)
-        excludes = [f":(exclude){path}" for path in added]
         git(checkout, "format-patch", "-q", "--no-signature", "--zero-commit",
-            "--numbered" if numbering == "numbered" else "--no-numbered",
-            "-o", str(out), f"{tag}..HEAD", "--", ".", *excludes)
+            "--numbered" if numbering == "numbered" else "--no-numbered", "-o", str(out), f"{tag}..HEAD")
         generated = sorted(out.glob("*.patch"))
         if not generated:
-            raise ViewReplayError(f"{checkout}: no commit after {tag} modifies an upstream file; nothing to export")
+            raise ViewReplayError(f"{checkout}: no commit after {tag}; nothing to export")
         for patch in generated:
-            patch_targets(patch)  # refuses anything a series patch may not contain
+            patch_sections(patch)  # refuses anything a series patch may not contain
         names = _name_patches(repo, [p.read_text(encoding="utf-8") for p in generated], [p.name for p in generated])
         if repo.pin.newest:
             for name, patch in zip(names, generated):
                 result.files[f"patches/{name}"] = patch.read_bytes()
         else:
-            _export_pin_patches(repo, checkout, names, generated, excludes, out / "index", result)
+            _export_pin_patches(repo, checkout, names, generated, out / "index", result)
         result.series = names
     if repo.pin.newest:
         for old in repo.patches:
             if old.name not in names:
                 result.files[f"patches/{old.name}"] = None
         result.files[SERIES_FILE.as_posix()] = _series_text(repo, names).encode()
-    for rel in added:
-        result.files[f"{OVERLAY_DIR}/{rel}"] = git_show(checkout, "HEAD", rel)
-    for rel in repo.overlay:
-        if rel not in added:
-            result.files[f"{OVERLAY_DIR}/{rel}"] = None
+    for rel in tip:
+        result.files[_tip_destination(rel)] = git_show(checkout, "HEAD", rel)
+    for rel in repository_tip(repo):
+        result.files.setdefault(_tip_destination(rel), None)
     return result
 
 
 def _export_pin_patches(
-    repo: Repo, checkout: Path, names: list[str], generated: list[Path], excludes: list[str], index: Path,
-    result: Export,
+    repo: Repo, checkout: Path, names: list[str], generated: list[Path], index: Path, result: Export
 ) -> None:
     """An older pin's own patches: those whose shared form does not give the commit's tree (module docstring)."""
     if names != series_names(repo.root):
@@ -127,7 +136,7 @@ def _export_pin_patches(
             f"{checkout}: the commits stand for the series {names}, not {series_names(repo.root)}; the series "
             f"belongs to the newest pin: change it in a checkout of that pin first, then port the commits here"
         )
-    commits = git(checkout, "rev-list", "--reverse", f"{repo.pin.upstream_tag}..HEAD", "--", ".", *excludes).split()
+    commits = git(checkout, "rev-list", "--reverse", f"{repo.pin.upstream_tag}..HEAD").split()
     own_dir = repo.pin.patch_dir.relative_to(repo.root).as_posix()
     for name, patch, commit in zip(names, generated, commits, strict=True):
         shared = repo.root / "patches" / name
@@ -140,7 +149,7 @@ def _export_pin_patches(
                 pass  # its hunks do not apply on this pin
             else:
                 tree = git(checkout, "write-tree", index=index).strip()
-                same = git(checkout, "diff", "--name-only", tree, commit, "--", ".", *excludes) == ""
+                same = git(checkout, "diff", "--name-only", tree, commit) == ""
         result.files[f"{own_dir}/{name}"] = None if same else patch.read_bytes()
 
 
@@ -184,7 +193,7 @@ def _series_text(repo: Repo, names: list[str]) -> str:
 
 def current_files(repo: Repo, export: Export) -> dict[str, bytes | None]:
     """The repository's present content of every path ``export`` would write or delete."""
-    paths = set(export.files) | {f"{OVERLAY_DIR}/{rel}" for rel in repo.overlay}
+    paths = set(export.files) | {_tip_destination(rel) for rel in repository_tip(repo)}
     return {rel: (repo.root / rel).read_bytes() if (repo.root / rel).is_file() else None for rel in sorted(paths)}
 
 
@@ -230,7 +239,6 @@ def write_export(repo: Repo, export: Export) -> list[str]:
 
 __all__ = [
     "Export",
-    "OVERLAY_COMMIT_SUBJECT",
     "checkout_series",
     "compute_export",
     "diff_export",

@@ -3,7 +3,14 @@
 The repository carries one series for several pinned torch releases (CONTRIBUTING.md, "Pins"):
 ``pins/<version>/pin.toml`` for each, ``patches/`` in the form that applies to the newest pin (the
 default of every command), and ``pins/<version>/patches/<name>`` for a patch of ``patches/series``
-whose hunks differ on an older pin. The overlay is shared.
+whose hunks differ on an older pin.
+
+The series is the upstream stack: one patch per PR, in review order. A patch has three kinds of
+sections (:func:`patch_sections`): hooks, changes of existing upstream files under ``torch/``;
+overlay, the files of the ``view_replay`` package the PR adds or changes; tests, the PR's own
+upstream-form test files under ``test/``. ``torch_overlay/`` and ``upstream/test/`` hold the tip of
+the last two, as files to read and to import; :func:`check_tip` refuses a repository where they
+differ from what the series builds.
 """
 
 from __future__ import annotations
@@ -22,6 +29,11 @@ PINS_DIR = "pins"
 PIN_FILE = "pin.toml"
 SERIES_FILE = Path("patches") / "series"
 OVERLAY_DIR = "torch_overlay"
+# The package the series adds; its files are the overlay (in-tree path).
+OVERLAY_PACKAGE = "torch/_functorch/_aot_autograd/view_replay/"
+# Where the PRs' own tests live in-tree, and their tip in the repository.
+TEST_PREFIX = "test/"
+UPSTREAM_TEST_DIR = "upstream"
 WHEEL_CACHE = ".cache/wheels"  # gitignored: the pins' upstream wheels, downloaded once
 
 _DIFF_GIT_RE = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
@@ -177,29 +189,56 @@ def load_series(repo: Path, pin: Pin) -> list[Path]:
     return patches
 
 
-def patch_targets(patch: Path) -> list[str]:
-    """Return the tree-relative paths a patch modifies, parsed from its ``diff --git`` headers."""
-    targets: list[str] = []
-    lines = patch.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines):
+@dataclass(frozen=True)
+class PatchSections:
+    """The paths one series patch changes, by kind (module docstring)."""
+
+    # Existing upstream files under torch/ the patch modifies (its hooks), in order.
+    hooks: list[str]
+    # Files of OVERLAY_PACKAGE it adds, changes or deletes.
+    overlay: list[str]
+    # Test files under test/ it adds or changes (the PR's own tests).
+    tests: list[str]
+
+
+def _section_kind(path: str, header: str, where: str) -> str:
+    """Which kind of section a ``diff --git`` header opens; refuse a path no kind allows."""
+    if path.startswith(OVERLAY_PACKAGE):
+        return "overlay"
+    if path.startswith(TEST_PREFIX):
+        return "tests"
+    if not path.startswith("torch/"):
+        raise ViewReplayError(f"{where}: path outside torch/ and {TEST_PREFIX}: {header}")
+    return "hooks"
+
+
+def patch_sections(patch: Path) -> PatchSections:
+    """Parse a series patch's ``diff --git`` headers into its hooks, overlay and test paths.
+
+    Hooks may only modify existing files (a new upstream file belongs in the overlay package);
+    no section may rename or copy.
+    """
+    found: dict[str, list[str]] = {"hooks": [], "overlay": [], "tests": []}
+    kind = None
+    for number, line in enumerate(patch.read_text(encoding="utf-8").splitlines(), 1):
+        where = f"{patch}:{number}"
         if line.startswith("diff --git "):
             match = _DIFF_GIT_RE.match(line)
             if not match or match.group(1) != match.group(2):
-                raise ViewReplayError(f"{patch}:{number + 1}: unsupported diff header: {line}")
-            if not match.group(1).startswith("torch/"):
-                raise ViewReplayError(f"{patch}:{number + 1}: path outside torch/: {match.group(1)}")
-        elif line.startswith(("new file mode", "deleted file mode", "rename from", "--- /dev/null")):
+                raise ViewReplayError(f"{where}: unsupported diff header: {line}")
+            kind = _section_kind(match.group(1), line, where)
+            if match.group(1) not in found[kind]:
+                found[kind].append(match.group(1))
+        elif line.startswith(("rename from", "copy from")):
+            raise ViewReplayError(f"{where}: renames and copies are not supported: {line}")
+        elif kind == "hooks" and line.startswith(("new file mode", "deleted file mode", "--- /dev/null")):
             raise ViewReplayError(
-                f"{patch}:{number + 1}: patches may only modify existing files "
-                f"(put new files in {OVERLAY_DIR}/): {line}"
+                f"{where}: hooks may only modify existing upstream files (new modules go in "
+                f"{OVERLAY_PACKAGE}): {line}"
             )
-        else:
-            continue
-        if match.group(1) not in targets:
-            targets.append(match.group(1))
-    if not targets:
+    if not any(found.values()):
         raise ViewReplayError(f"{patch}: contains no 'diff --git' sections")
-    return targets
+    return PatchSections(**found)
 
 
 @dataclass(frozen=True)
@@ -209,7 +248,9 @@ class Repo:
     root: Path
     pin: Pin
     patches: list[Path]
+    # Each patch's hooks: the upstream files it modifies.
     targets: dict[Path, list[str]]
+    # torch_overlay/: tree-relative path -> content (the series' overlay at its tip).
     overlay: dict[str, bytes]
 
     @property
@@ -244,12 +285,12 @@ def load_repo(root: Path, pin_version: str | None = None, *, require_pinned_hash
         root=root,
         pin=pin,
         patches=patches,
-        targets={patch: patch_targets(patch) for patch in patches},
+        targets={patch: patch_sections(patch).hooks for patch in patches},
         overlay=load_overlay(root),
     )
     for rel in repo.overlay:
-        if not rel.startswith("torch/"):
-            raise ViewReplayError(f"{root / OVERLAY_DIR / rel}: overlay files must live under torch/")
+        if not rel.startswith(OVERLAY_PACKAGE):
+            raise ViewReplayError(f"{root / OVERLAY_DIR / rel}: overlay files must live under {OVERLAY_PACKAGE}")
     if require_pinned_hashes:
         touched = set(repo.touched_files)
         missing = sorted(touched - pin.files.keys())
@@ -260,7 +301,4 @@ def load_repo(root: Path, pin_version: str | None = None, *, require_pinned_hash
                 f"(not pinned: {missing or 'none'}; pinned but untouched: {extra or 'none'}); "
                 "run 'viewreplay pin-update'"
             )
-        clash = sorted(touched & repo.overlay.keys())
-        if clash:
-            raise ViewReplayError(f"{root / OVERLAY_DIR}: overlay files are also patched: {clash}")
     return repo

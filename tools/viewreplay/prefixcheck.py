@@ -1,8 +1,7 @@
 """Check every prefix of the staged upstream stack: it applies with ``git am`` and its tests pass.
 
-The stack (``upstream/stack.toml``) is staged on a fresh stand-in checkout of the pinned tag (or a
-real one, ``--checkout``), then applied one PR at a time with ``git am`` onto another fresh
-checkout. After each PR, the tests that PR adds (its ``test/**/test_*.py`` files) and the upstream
+The series (one patch per PR) is staged on a fresh stand-in checkout of the pinned tag (or a real
+one, ``--checkout``), then applied one PR at a time with ``git am`` onto another fresh checkout. After each PR, the tests that PR adds (its ``test/**/test_*.py`` files) and the upstream
 test methods its test patches change run twice: against the previous prefix's torch, where they
 must fail (they test what the PR changes; a test that cannot fail is a defect), and against a torch
 holding exactly this prefix's ``torch/`` files, where they must pass, together with every earlier

@@ -131,7 +131,7 @@ def rebase_check(repo: Repo, *, wheel: Path | None = None, checkout: Path | None
         rejected_adds: dict[str, str] = {}  # line an earlier rejected hunk adds -> its patch
         for patch in repo.patches:
             result = PatchResult(patch.name)
-            hunks = parse_hunks(patch)
+            hunks = {rel: found for rel, found in parse_hunks(patch).items() if rel in repo.targets[patch]}
             result.hunks = sum(len(h) for h in hunks.values())
             before = {rel: (stage / rel).read_text(encoding="utf-8") if (stage / rel).is_file() else None for rel in hunks}
             for rel, text in before.items():

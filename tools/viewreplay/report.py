@@ -1,6 +1,6 @@
 """``viewreplay report`` and ``viewreplay sweep``: stock and patched torch, side by side.
 
-Each runs a probe module (``viewreplay.cases`` or ``viewreplay.sweep``) under
+Each runs a probe module (``viewreplay_harness.cases`` or ``viewreplay_harness.sweep``) under
 the two interpreters and compares the JSON they print.
 """
 
@@ -74,13 +74,13 @@ def _collect_both(
 def run_report(stock_python: str, patched_python: str, backends: list[str]) -> str:
     """The seed cases' table."""
     args = [arg for backend in backends for arg in ("--backend", backend)]
-    return render(*_collect_both(stock_python, patched_python, "viewreplay.cases", args))
+    return render(*_collect_both(stock_python, patched_python, "viewreplay_harness.cases", args))
 
 
 def run_sweep(stock_python: str, patched_python: str, backend: str) -> str:
     """The sweep's summary: programs whose compiled outputs carry extra AsStridedBackward0 nodes."""
     stock, patched = _collect_both(
-        stock_python, patched_python, "viewreplay.sweep", ["--backend", backend]
+        stock_python, patched_python, "viewreplay_harness.sweep", ["--backend", backend]
     )
     lines = [f"sweep: {len(stock['counts'])} programs, backend={backend}, dynamic=True, 3 sizes each"]
     for label, run in (("stock", stock), ("patched", patched)):

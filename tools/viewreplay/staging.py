@@ -1,136 +1,98 @@
-"""Stage the series for upstream: PR-sized commits on the pinned tag, exported with ``git format-patch``.
+"""Stage the series for upstream: ``git am`` onto the pinned tag, exported with ``git format-patch``.
 
-``upstream/stack.toml`` says how: one ``[[pr]]`` table per commit, in order, naming the series
-patches it applies, the overlay modules it adds (as new files) and the upstream-form files it adds
-from ``upstream/`` (tests, at their in-tree paths); its subject and message template; and the
-``[numbers]`` the messages quote (``${name}`` placeholders). Every patch and every overlay module
-must be staged exactly once, and every commit must be importable on its own: a relative import of
-an overlay module (or of a name from one) that only a later commit adds is refused.
+The series is the upstream stack (pin.py): one patch per PR, carrying its hooks, its overlay growth and
+its own tests, with its message. Staging applies the patches one commit each, and checks what a
+reviewer of each commit would: its message has the structured fields (:data:`MESSAGE_FIELDS`), it adds
+at most :data:`MAX_ADDED_LINES` lines outside its tests, it imports on its own (a relative import of
+an overlay module, or of a name from one, that only a later commit adds is refused) and its overlay
+and test files lint clean with pyflakes.
 
-A PR that changes what an existing upstream test expects carries that change as ``test_patches``:
-diffs (a few lines of context) of upstream's own test files, kept under ``upstream/``, applied with
-``git apply`` in the PR's commit. The stand-in checkout (``make-checkout``) has no ``test/`` tree:
-there, a test patch whose file is missing is left out of the commit and reported (stage on a real
-checkout, ``--checkout``, to include it).
+A PR that changes what an existing upstream test expects carries that change as a test patch,
+``upstream/test_patches/<name>.patch`` for the series patch ``NNNN-<name>.patch``: a diff of
+upstream's own test files, applied with ``git apply`` into the PR's commit. The stand-in checkout
+(``make-checkout``) has no upstream ``test/`` tree: there, a test patch whose file is missing is
+left out of the commit and reported (stage on a real checkout, ``--checkout``, to include it).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from string import Template
 
 from viewreplay import ViewReplayError
 from viewreplay.checkout import make_checkout
 from viewreplay.gitrepo import Identity, check_upstream_checkout, git, patch_identity
-from viewreplay.pin import read_toml, Repo
-from viewreplay.regions import check_regions, parse_regions, Region, staged_text
+from viewreplay.pin import TEST_PREFIX, Repo, patch_sections
 
-STACK_FILE = Path("upstream") / "stack.toml"
-UPSTREAM_DIR = "upstream"
+TEST_PATCH_DIR = Path("upstream") / "test_patches"
+# Every PR message states these, each as a paragraph starting with the field name.
+MESSAGE_FIELDS = ("What:", "Why:", "Upstream status:", "Tests:")
+# A PR a reviewer can take in one sitting: lines it adds outside its own tests.
+MAX_ADDED_LINES = 500
+_NUMBER_RE = re.compile(r"^\d{4}-")
 
 
 @dataclass(frozen=True)
 class PullRequest:
-    """One commit of the staged series."""
+    """One patch of the series, as the upstream PR it is."""
 
     name: str
-    subject: str
-    body: str
-    patches: list[Path]
-    overlay: list[str]
-    files: list[str]
-    test_patches: list[str]
-
-    def message(self, numbers: dict[str, object]) -> str:
-        try:
-            body = Template(self.body).substitute({k: str(v) for k, v in numbers.items()})
-        except (KeyError, ValueError) as exc:
-            raise ViewReplayError(f"[[pr]] {self.name}: message template: unknown or bad placeholder {exc}") from None
-        return f"{self.subject}\n\n{body.strip()}\n"
+    patch: Path
+    # upstream/test_patches/<name>.patch, if the PR changes upstream's existing tests.
+    test_patch: Path | None
 
 
-@dataclass(frozen=True)
-class Stack:
-    path: Path
-    numbers: dict[str, object]
-    prs: list[PullRequest]
-    # Overlay module -> its stack regions (viewreplay.regions): the lines later PRs add.
-    regions: dict[str, list[Region]]
-
-    def overlay_text(self, overlay: dict[str, bytes], rel: str, upto: int) -> str:
-        """Overlay module ``rel`` as the first ``upto`` PRs leave it."""
-        included = {pr.name for pr in self.prs[:upto]}
-        return staged_text(overlay[rel].decode("utf-8"), self.regions[rel], included)
+def pr_name(patch: Path) -> str:
+    """The PR's name: the patch's file name without its number and suffix (``0001-fallback-point.patch``)."""
+    return _NUMBER_RE.sub("", patch.name).removesuffix(".patch")
 
 
-def _string_list(table: dict, key: str, where: str) -> list[str]:
-    value = table.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ViewReplayError(f"{where}: '{key}' must be a list of strings")
-    return value
-
-
-def load_stack(repo: Repo, path: Path | None = None) -> Stack:
-    """Read and check the stack file against the repository's series, overlay and upstream/ files."""
-    path = path or repo.root / STACK_FILE
-    data = read_toml(path)
-    numbers = data.get("numbers", {})
-    if not isinstance(numbers, dict):
-        raise ViewReplayError(f"{path}: [numbers] must be a table")
-    by_name = {p.name: p for p in repo.patches}
-    prs, problems = [], []
-    for index, table in enumerate(data.get("pr", [])):
-        where = f"{path}: [[pr]] #{index + 1}"
-        name, subject, body = table.get("name"), table.get("subject"), table.get("body")
-        if not all(isinstance(v, str) and v.strip() for v in (name, subject, body)):
-            raise ViewReplayError(f"{where}: 'name', 'subject' and 'body' must be non-empty strings")
-        patches = _string_list(table, "patches", where)
-        overlay = _string_list(table, "overlay", where)
-        files = _string_list(table, "files", where)
-        test_patches = _string_list(table, "test_patches", where)
-        problems += [f"{where}: patch {p} is not in the series" for p in patches if p not in by_name]
-        problems += [f"{where}: {o} is not an overlay module" for o in overlay if o not in repo.overlay]
-        problems += [
-            f"{where}: {f} does not exist under {UPSTREAM_DIR}/"
-            for f in files + test_patches
-            if not (repo.root / UPSTREAM_DIR / f).is_file()
-        ]
-        for rel in test_patches:
-            if (repo.root / UPSTREAM_DIR / rel).is_file():
-                upstream_test_targets(repo.root / UPSTREAM_DIR / rel)
-        prs.append(
-            PullRequest(name, subject, body, [by_name[p] for p in patches if p in by_name], overlay, files, test_patches)
-        )
-    if not prs:
-        raise ViewReplayError(f"{path}: no [[pr]] tables")
-    staged_patches = [p.name for pr in prs for p in pr.patches]
-    staged_overlay = [o for pr in prs for o in pr.overlay]
-    for label, staged, expected in (
-        ("patch", staged_patches, [p.name for p in repo.patches]),
-        ("overlay module", staged_overlay, list(repo.overlay)),
-    ):
-        problems += [f"{path}: {label} {x} is staged more than once" for x in sorted(set(staged)) if staged.count(x) > 1]
-        problems += [f"{path}: {label} {x} is not staged by any [[pr]]" for x in expected if x not in staged]
-    if staged_patches != [p for p in (p.name for p in repo.patches) if p in staged_patches]:
-        problems.append(f"{path}: patches must be staged in series order ({', '.join(staged_patches)})")
-    names = [pr.name for pr in prs]
-    problems += [f"{path}: [[pr]] name {n} is used more than once" for n in sorted(set(names)) if names.count(n) > 1]
-    order = {pr.name: index for index, pr in enumerate(prs)}
-    staged_by = {o: pr.name for pr in prs for o in pr.overlay}
-    regions: dict[str, list[Region]] = {}
-    for rel, content in repo.overlay.items():
-        where = f"torch_overlay/{rel}"
-        regions[rel] = parse_regions(content.decode("utf-8"), where) if rel.endswith(".py") else []
-        if rel in staged_by:
-            problems += check_regions(regions[rel], order, staged_by[rel], where)
-    if problems:
-        raise ViewReplayError("the stack does not match the repository:\n  " + "\n  ".join(problems))
+def load_prs(repo: Repo) -> list[PullRequest]:
+    """The series as PRs; refuse a test patch that belongs to no patch of the series."""
+    prs = []
+    for patch in repo.patches:
+        test_patch = repo.root / TEST_PATCH_DIR / f"{pr_name(patch)}.patch"
+        prs.append(PullRequest(pr_name(patch), patch, test_patch if test_patch.is_file() else None))
+    known = {f"{pr.name}.patch" for pr in prs}
+    stray = sorted(p.name for p in (repo.root / TEST_PATCH_DIR).glob("*.patch") if p.name not in known)
+    if stray:
+        raise ViewReplayError(f"{repo.root / TEST_PATCH_DIR}: {stray} name no patch of the series")
     for pr in prs:
-        pr.message(numbers)  # refuse unknown placeholders before touching any checkout
-    return Stack(path=path, numbers=numbers, prs=prs, regions=regions)
+        if pr.test_patch is not None:
+            upstream_test_targets(pr.test_patch)
+    return prs
+
+
+def message_problems(patch: Path) -> list[str]:
+    """The fields :data:`MESSAGE_FIELDS` that the patch's message lacks (as paragraph starts)."""
+    text = patch.read_text(encoding="utf-8")
+    message = text.split("\n---\n", 1)[0]
+    return [f"{patch.name}: its message has no '{f}' paragraph" for f in MESSAGE_FIELDS
+            if not re.search(rf"^{re.escape(f)}", message, re.MULTILINE)]
+
+
+def added_lines(patch: Path) -> int:
+    """Lines the patch adds outside its tests (``test/``)."""
+    count, in_tests = 0, False
+    for line in patch.read_text(encoding="utf-8").splitlines():
+        if line.startswith("diff --git "):
+            in_tests = line.split(" b/", 1)[1].startswith(TEST_PREFIX)
+        elif line.startswith("+") and not line.startswith("+++ ") and not in_tests:
+            count += 1
+    return count
+
+
+def series_problems(repo: Repo) -> list[str]:
+    """What a reviewer would refuse in the series' messages and sizes, before any checkout."""
+    problems = []
+    for patch in repo.patches:
+        problems += message_problems(patch)
+        if added_lines(patch) > MAX_ADDED_LINES:
+            problems.append(f"{patch.name}: adds {added_lines(patch)} lines outside its tests (at most {MAX_ADDED_LINES})")
+    return problems
 
 
 def _top_level_names(source: str) -> set[str]:
@@ -193,12 +155,11 @@ def upstream_test_targets(patch: Path) -> list[str]:
     return targets
 
 
-def _apply_test_patch(repo: Repo, worktree: Path, rel: str) -> str | None:
-    """Apply the upstream test patch ``rel`` in ``worktree``; return why it was left out, if it was."""
-    patch = repo.root / UPSTREAM_DIR / rel
+def _apply_test_patch(worktree: Path, patch: Path) -> str | None:
+    """Apply an upstream test patch in ``worktree``; return why it was left out, if it was."""
     missing = [t for t in upstream_test_targets(patch) if not (worktree / t).is_file()]
     if missing:
-        return f"{rel}: left out, the checkout has no {', '.join(missing)}"
+        return f"{patch.name}: left out, the checkout has no {', '.join(missing)}"
     git(worktree, "apply", "--index", "--whitespace=nowarn", str(patch))
     return None
 
@@ -206,7 +167,7 @@ def _apply_test_patch(repo: Repo, worktree: Path, rel: str) -> str | None:
 def lint_problems(worktree: Path, files: list[str]) -> list[str]:
     """pyflakes' findings (undefined names, unused imports, ...) in the staged ``files``.
 
-    A region that leaves a name behind, or drops the last use of an import, shows here. Lines
+    A commit that leaves a name behind, or drops the last use of an import, shows here. Lines
     marked ``# noqa`` (such as a config module's star import) are not reported.
     """
     from pyflakes.api import check
@@ -239,62 +200,48 @@ def lint_problems(worktree: Path, files: list[str]) -> list[str]:
     return problems
 
 
-def _stage_commits(repo: Repo, stack: Stack, worktree: Path, identity: Identity) -> list[str]:
-    """Create one commit per PR in ``worktree`` (detached at the tag); return the test patches left out."""
+def _commit_problems(worktree: Path, pr: PullRequest, overlay: set[str]) -> list[str]:
+    """What keeps this commit from standing alone: imports of later modules, lint findings."""
+    sections = patch_sections(pr.patch)
+    present = [rel for rel in sorted(overlay) if (worktree / rel).is_file()]
+    problems = check_imports(worktree, sections.hooks + present, overlay)
+    changed = [rel for rel in sections.overlay + sections.tests if (worktree / rel).is_file()]
+    return problems + lint_problems(worktree, changed)
+
+
+def _stage_commits(repo: Repo, worktree: Path, identity: Identity) -> list[str]:
+    """Apply one commit per PR in ``worktree`` (detached at the tag); return the test patches left out."""
     left_out: list[str] = []
     overlay = set(repo.overlay)
-    touched: list[str] = []
-    staged: list[str] = []
-    for index, pr in enumerate(stack.prs, 1):
-        for patch in pr.patches:
-            git(worktree, "apply", "--index", "--whitespace=nowarn", str(patch))
-            touched += [t for t in repo.targets[patch] if t not in touched]
-        staged += pr.overlay
-        # Modules staged so far, as this PR leaves them (their regions up to this PR).
-        changed = []
-        for rel in staged:
-            text = stack.overlay_text(repo.overlay, rel, index)
-            target = worktree / rel
-            if not target.is_file() or target.read_text(encoding="utf-8") != text:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text, encoding="utf-8")
-                changed.append(rel)
-        for rel in pr.files:
-            (worktree / rel).parent.mkdir(parents=True, exist_ok=True)
-            (worktree / rel).write_bytes((repo.root / UPSTREAM_DIR / rel).read_bytes())
-        if changed or pr.files:
-            git(worktree, "add", "-f", "--", *changed, *pr.files)
-        for rel in pr.test_patches:
-            reason = _apply_test_patch(repo, worktree, rel)
-            if reason is not None:
-                left_out.append(f"[[pr]] {pr.name}: {reason}")
-        problems = check_imports(worktree, touched + staged, overlay)
-        if problems:
-            raise ViewReplayError(
-                f"{stack.path}: [[pr]] {pr.name} would not import on its own; stage the module earlier "
-                "or split it:\n  " + "\n  ".join(problems)
-            )
-        problems = lint_problems(worktree, staged + pr.files)
-        if problems:
-            raise ViewReplayError(
-                f"{stack.path}: [[pr]] {pr.name}: the staged files do not lint (check the stack regions "
-                "of the modules named):\n  " + "\n  ".join(problems)
-            )
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".msg", delete=False) as handle:
-            handle.write(pr.message(stack.numbers))
+    for pr in load_prs(repo):
         try:
-            git(worktree, "commit", "-q", "--no-verify", "--cleanup=verbatim", "-F", handle.name, identity=identity)
-        finally:
-            Path(handle.name).unlink()
+            git(worktree, "am", "-q", "--keep-non-patch", "--committer-date-is-author-date", str(pr.patch),
+                identity=identity)
+        except ViewReplayError as exc:
+            git(worktree, "am", "--abort", check=False)
+            raise ViewReplayError(f"{pr.patch}: does not apply on {repo.pin.upstream_tag}: {exc}") from None
+        if pr.test_patch is not None:
+            reason = _apply_test_patch(worktree, pr.test_patch)
+            if reason is None:
+                git(worktree, "commit", "-q", "--amend", "--no-edit", "--no-verify", identity=identity)
+            else:
+                left_out.append(f"{pr.name}: {reason}")
+        problems = _commit_problems(worktree, pr, overlay)
+        if problems:
+            raise ViewReplayError(
+                f"{pr.patch.name}: the commit does not stand on its own (move the code it needs into it, "
+                "or what it adds too early out of it):\n  " + "\n  ".join(problems)
+            )
     return left_out
 
 
 def stage_upstream(
-    repo: Repo, out: Path, *, wheel: Path | None, checkout: Path | None, stack_path: Path | None = None,
-    identity: Identity | None = None,
+    repo: Repo, out: Path, *, wheel: Path | None, checkout: Path | None, identity: Identity | None = None
 ) -> tuple[list[Path], list[str]]:
     """Write the staged series into ``out`` (new or empty); return the patch files and the test patches left out."""
-    stack = load_stack(repo, stack_path)
+    problems = series_problems(repo)
+    if problems:
+        raise ViewReplayError("the series is not ready for review:\n  " + "\n  ".join(problems))
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ViewReplayError(f"{out}: exists and is not an empty directory")
     identity = identity or patch_identity(repo.patches[0])
@@ -309,7 +256,7 @@ def stage_upstream(
                 raise ViewReplayError("stage-upstream needs --checkout DIR or the pinned wheel")
             make_checkout(repo.pin, wheel, worktree, all_files=False)
         try:
-            left_out = _stage_commits(repo, stack, worktree, identity)
+            left_out = _stage_commits(repo, worktree, identity)
             out.mkdir(parents=True, exist_ok=True)
             git(worktree, "format-patch", "-q", "--no-signature", "--zero-commit", "--numbered",
                 "-o", str(out.resolve()), f"{tag}..HEAD")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from viewreplay import ViewReplayError
 from viewreplay.pin import Pin, Repo, sha256_bytes
+from viewreplay.tip import check_tip
 
 PRISTINE = "pristine"
 APPLIED = "applied"
@@ -192,6 +193,7 @@ def plan_change(repo: Repo, tree: Tree, *, revert: bool) -> Plan:
         plan.writes = {tree.root / rel: data for rel, data in assessment.reverted.items()}
         plan.deletes = [tree.root / rel for rel in repo.overlay]
     else:
+        check_tip(repo)
         patched = apply_series(assessment.current, repo.patches, reverse=False)
         plan.writes = {tree.root / rel: data for rel, data in patched.items()}
         plan.writes.update({tree.root / rel: data for rel, data in repo.overlay.items()})

@@ -55,15 +55,6 @@ class TestViewReplayFallback(TestCase):
         # Counted before raising.
         self.assertEqual(dict(counters["view_replay_fallback"]), {"VIEW_FUNC_AS_STRIDED": 1})
 
-    def test_static_view_of_input_replays(self):
-        # A static view chain replays its recorded ViewMetas: eager's node, no fallback.
-        x = torch.randn(3, 4, requires_grad=True)
-        with view_replay.config.patch(strict=True):
-            out = torch.compile(_view_of_input, backend="aot_eager")(x)
-        self.assertEqual(out.grad_fn.name(), "ViewBackward0")
-        self.assertEqual(out.untyped_storage().data_ptr(), x.untyped_storage().data_ptr())
-        self.assertEqual(dict(counters["view_replay_fallback"]), {})
-
 
 if __name__ == "__main__":
     run_tests()

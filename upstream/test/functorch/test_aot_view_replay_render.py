@@ -1,8 +1,8 @@
 # Owner(s): ["oncall: pt2"]
 """
-Tests for rendering view-op arguments as Python source (view_replay/render.py):
+Tests for rendering view-op arguments as plan data (view_replay/render.py):
 literals, SymInt expressions over their free symbols, constants resolved under
-torch, and the compile-time check of the rendered source against the hints.
+torch, and the compile-time check of the rendered arguments against the hints.
 """
 
 import torch
@@ -10,9 +10,10 @@ from torch._C import _functionalization
 from torch._functorch._aot_autograd.view_replay.render import (
     ArgumentRenderer,
     check_against_hints,
-    resolve_constant,
+    evaluate,
     UnrenderableArgument,
 )
+from torch._functorch._aot_autograd.view_replay.spec import Const, Expr, Seq
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 from torch.testing._internal.common_utils import run_tests, TestCase
@@ -28,25 +29,28 @@ class TestArgumentRenderer(TestCase):
     def test_literals_and_constants(self):
         renderer = ArgumentRenderer()
         mode = _functionalization.InverseReturnMode.NeverView
-        source = renderer.render_args((False, None, 3, [1, 2], (), torch.float16, mode))
-        self.assertEqual(source, "(False, None, 3, [1, 2], (), _dtype_float16, _irm_NeverView,)")
+        rendered = renderer.render_args((False, None, 3, [1, 2], (), torch.float16, mode))
+        self.assertEqual(
+            rendered,
+            Seq((False, None, 3, Seq((1, 2), is_list=True), Seq(()), Const("float16"),
+                 Const("_C._functionalization.InverseReturnMode.NeverView"))),
+        )
         self.assertEqual(renderer.symbols, set())
-        scope = {name: resolve_constant(path) for name, path in renderer.global_names.items()}
-        self.assertEqual(eval(source, scope), (False, None, 3, [1, 2], (), torch.float16, mode))
+        self.assertEqual(evaluate(rendered, {}), (False, None, 3, (1, 2), (), torch.float16, mode))
 
     def test_symint_renders_its_expression(self):
         renderer = ArgumentRenderer()
-        source = renderer.render_args((0, self.n // 2, 2 * self.n + 1))
+        rendered = renderer.render_args((0, self.n // 2, 2 * self.n + 1))
         self.assertEqual(renderer.symbols, {self.n.node.expr})
-        self.assertEqual(len(renderer.symbolic_exprs), 2)
-        self.assertEqual(eval(source, {str(self.n.node.expr): 7}), (0, 3, 15))
-        self.assertIsNone(check_against_hints(sorted(renderer.symbols, key=str), renderer))
+        self.assertEqual([type(a) for a in rendered.items], [int, Expr, Expr])
+        self.assertEqual(evaluate(rendered, {str(self.n.node.expr): 7}), (0, 3, 15))
+        self.assertIsNone(check_against_hints(renderer))
 
     def test_check_against_hints_catches_a_wrong_rendering(self):
         renderer = ArgumentRenderer()
         renderer.render_args((self.n,))
-        renderer.rendered[0] = ("(7,)", renderer.rendered[0][1])
-        problem = check_against_hints(sorted(renderer.symbols, key=str), renderer)
+        renderer.rendered[0] = (Seq((7,)), renderer.rendered[0][1])
+        problem = check_against_hints(renderer)
         self.assertIn("evaluate to (7,), expected (6,)", problem)
 
     def test_unsupported_argument(self):

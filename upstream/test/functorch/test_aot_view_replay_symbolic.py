@@ -14,9 +14,11 @@ from torch._dynamo.utils import counters
 from torch._functorch._aot_autograd import view_replay
 from torch._functorch._aot_autograd.view_replay import (
     FallbackReason,
+    RegenerationCall,
     ViewReplayFallbackError,
-    ViewReplayPlan,
 )
+from torch._functorch._aot_autograd.view_replay.codegen import compiled_plan, plan_source
+from torch._functorch._aot_autograd.view_replay.spec import RecordedViewMetas, ReplayPlan
 from torch.testing._internal.common_utils import (
     instantiate_parametrized_tests,
     parametrize,
@@ -104,37 +106,38 @@ class TestViewReplay(TestCase):
 
 
 class TestViewReplayPlan(TestCase):
-    def _plans_of(self, fn, *args, dynamic=True):
-        """Compile ``fn`` and return the replay plans of its aliased outputs' ViewMetaSequences."""
+    def _decided(self, fn, *args, dynamic=True):
+        """Compile ``fn`` and return the ViewReplay decided for each of its aliased outputs."""
         import torch._functorch._aot_autograd.collect_metadata_analysis as cma
 
-        plans = []
-        plan_replay = cma.plan_replay
+        decided = []
+        plan_view_replay = cma.plan_view_replay
 
-        def recording_plan_replay(view_meta_sequence, out, **sources):
-            plans.append(plan_replay(view_meta_sequence, out, **sources))
-            return plans[-1]
+        def recording_plan_view_replay(scope, view_meta_sequence):
+            decided.append(plan_view_replay(scope, view_meta_sequence))
+            return decided[-1]
 
-        cma.plan_replay = recording_plan_replay
+        cma.plan_view_replay = recording_plan_view_replay
         try:
             torch._dynamo.reset()
             torch.compile(fn, backend="aot_eager", dynamic=dynamic)(*args)
         finally:
-            cma.plan_replay = plan_replay
-        return plans
+            cma.plan_view_replay = plan_view_replay
+        return decided
 
     def test_plan_pickles_and_replays(self):
         def fn(x):
             return x[: x.shape[0] // 2].t()
 
-        (plan,) = self._plans_of(fn, torch.randn(6, 4, requires_grad=True))
-        self.assertIsInstance(plan, ViewReplayPlan)
-        self.assertEqual(plan.view_metas, ("slice_Tensor_ViewMeta", "t_ViewMeta"))
+        (decided,) = self._decided(fn, torch.randn(6, 4, requires_grad=True))
+        plan = decided.route
+        self.assertIsInstance(plan, ReplayPlan)
+        self.assertEqual(plan.names(), ("slice_Tensor_ViewMeta", "t_ViewMeta"))
         clone = pickle.loads(pickle.dumps(plan))
-        self.assertEqual(clone.source, plan.source)
-        self.assertNotIn("sympy", clone.source)
+        self.assertEqual(clone, plan)
+        self.assertNotIn("sympy", plan_source(clone)[0])
         x = torch.randn(10, 4, requires_grad=True)
-        out = clone.replay(x, fn(x.detach()), {}, None)
+        out = compiled_plan(clone)(x, fn(x.detach()), RegenerationCall({}, ()))
         self.assertEqual(out, fn(x))
         self.assertEqual(out.stride(), fn(x).stride())
         self.assertEqual(out.grad_fn.name(), "TBackward0")
@@ -142,8 +145,8 @@ class TestViewReplayPlan(TestCase):
 
     def test_static_chain_needs_no_plan(self):
         # Without symbolic arguments the recorded ViewMetas replay as they are.
-        plans = self._plans_of(lambda x: x[:2].t(), torch.randn(6, 4), dynamic=False)
-        self.assertEqual(plans, [None])
+        (decided,) = self._decided(lambda x: x[:2].t(), torch.randn(6, 4), dynamic=False)
+        self.assertEqual(decided.route, RecordedViewMetas())
 
 
 instantiate_parametrized_tests(TestViewReplay)

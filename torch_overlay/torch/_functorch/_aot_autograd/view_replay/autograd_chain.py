@@ -100,7 +100,6 @@ def custom_function_in_view_chain(out: object, grad_fn: object) -> bool:
     return _walk_view_chain(out, grad_fn)[1] is ChainEnd.CUSTOM_FUNCTION
 
 
-# [stack: no-grad-views]
 # Note [Views taken under no_grad]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # A view taken under torch.no_grad() of a tensor that requires grad is, in
@@ -111,10 +110,10 @@ def custom_function_in_view_chain(out: object, grad_fn: object) -> bool:
 # grad mode: ``with torch.no_grad(): y = x[1:]; return y, x.t()`` came back
 # with SliceBackward0, and backward through y sent a gradient into x (stock
 # identical). The regeneration now replays the no_grad part of the chain under
-# no_grad: all of it for an output without grad_fn (the runtime wrapper tells
-# make_regenerator, from the output's requires_grad_for_backward), and the
-# leading steps of a chain whose later steps ran with grad mode on (the plan
-# wraps them, plan.py). Such an output is never hidden behind _unsafe_view
+# no_grad: all of it for an output without grad_fn (ViewReplay.no_grad, which
+# plan_view_replay sets), and the leading steps of a chain whose later steps
+# ran with grad mode on (ReplayPlan.no_grad_steps; refused at compile time when
+# such a chain cannot be planned). Such an output is never hidden behind _unsafe_view
 # (multi_output.hide_intermediate_alias): it is regenerated off its base.
 def no_grad_view_steps(out: object, grad_fn: object, num_steps: int) -> int:
     """How many leading steps of ``out``'s view chain (``num_steps`` long) were taken under
@@ -142,8 +141,13 @@ def traced_grad_fn(out: Tensor) -> object:
         return out.grad_fn
 
 
+def taken_under_no_grad(out: object) -> bool:
+    """Whether the traced output ``out`` is a view taken under no_grad: it has no grad_fn, yet
+    requires grad as its base does (Note [Views taken under no_grad])."""
+    return _is_differentiable_view(out) and traced_grad_fn(out) is None  # type: ignore[arg-type]
+
+
 def has_no_grad_steps(out: Tensor) -> bool:
     """Whether part of ``out``'s view chain was taken under no_grad (Note [Views taken
     under no_grad])."""
     return no_grad_view_steps(out, traced_grad_fn(out), 1) > 0
-# [/stack]

@@ -1,8 +1,6 @@
 """
-Configuration flags for view replay of aliased outputs.
-
-See Note [View replay for aliased outputs] in ``__init__.py``.
-Flags follow the style of ``torch._functorch.config``: set them directly
+Configuration flags for view replay of aliased outputs
+(Note [View replay for aliased outputs] in ``__init__.py``). Flags follow the style of ``torch._functorch.config``: set them directly
 (``view_replay.config.strict = True``) or scope them with
 ``view_replay.config.patch(strict=True)``.
 """
@@ -18,35 +16,27 @@ from torch.utils._config_module import install_config_module
 # Tests run with this on, so that any unexplained as_strided regeneration fails.
 strict: bool = False
 
-# [stack: symbolic-replay]
 # Replay view chains whose arguments depend on symbolic sizes (dynamic shapes)
 # by binding every free symbol to a runtime value at compile time.
 # Off reproduces upstream 2.13 behaviour: such outputs fall back to as_strided().
 replay_symbolic_views: bool = True
-# [/stack]
 
-# [stack: multi-output-views]
 # Hide the aliasing between the pieces of a multi-output view (unbind, split,
 # chunk) from autograd, as upstream does: faster to regenerate, but in-place on
 # a piece no longer raises eager's error, and in-place on the base followed by
 # backward through a piece gives a wrong gradient. Off (faithful): the pieces
 # are regenerated with one call of the op per group. See Note [Multi-output views].
 hide_multi_output_view_aliasing: bool = False
-# [/stack]
 
-# [stack: subclass-outer-views]
 # Replay the outer (subclass-level) view chain of traceable wrapper subclass
 # outputs (DTensor, TwoTensor, ...). Off reproduces upstream 2.13: as_strided()
 # regeneration (DTensor raises). See Note [Subclass view replay].
 replay_subclass_views: bool = True
-# [/stack]
 
 
-# [stack: cache-key-flags]
 # Every flag but these is part of the AOTAutograd cache key (autograd_cache.py): they decide
 # what the compiled metadata holds. strict is read when a fallback happens, at runtime.
 _cache_config_ignore_prefix = ["strict", "TYPE_CHECKING"]
-# [/stack]
 
 
 if TYPE_CHECKING:

@@ -42,17 +42,11 @@ class FallbackReason(enum.Enum):
     # aliases an input whose metadata was mutated, or the output is a tensor
     # subclass whose views functionalization does not see).
     NO_VIEW_META = "no view-meta sequence was recorded for this output"
-    # View replay is disabled by torch._functorch.config.view_replay_for_aliased_outputs.
     REPLAY_DISABLED = "view replay is disabled by torch._functorch.config.view_replay_for_aliased_outputs"
-    # [stack: symbolic-replay]
     # The view chain has symbolic arguments and symbolic replay is switched off.
     SYMBOLIC_REPLAY_DISABLED = "the view chain has symbolic arguments and view_replay.config.replay_symbolic_views is off"
-    # A free symbol of the view chain has no runtime source (see symbols.py).
     UNBOUND_SYMBOL = "a symbol of the view chain cannot be bound to a runtime value"
-    # [/stack]
-    # The replayed view does not have the target's size, stride or storage offset.
     METADATA_MISMATCH = "the replayed view's metadata differs from the output's"
-    # [stack: symbolic-replay]
     # A ViewMeta's arguments cannot be read safely: its accessor reads freed
     # memory in 2.13 (see Note [Reading ViewMeta arguments] in view_meta_args.py).
     UNREADABLE_VIEW_META = "a ViewMeta of the view chain exposes its arguments only through an unsafe accessor"
@@ -63,13 +57,10 @@ class FallbackReason(enum.Enum):
     # The plan's rendered arguments, evaluated on the symbols' hints at compile
     # time, differ from the traced arguments.
     PLAN_CHECK_FAILED = "the plan's arguments, evaluated on the traced sizes, differ from the traced ones"
-    # [/stack]
-    # Replaying a view op raised an error.
     REPLAY_ERROR = "replaying the view chain raised an error"
     # The base has other metadata than the target's recorded base, so the base
     # must be restrided before the recorded view function can be replayed.
     BASE_METADATA_MISMATCH = "the base's metadata differs from the view's recorded base"
-    # The recorded view function of the target did not reproduce its metadata.
     VIEW_FUNC_MISMATCH = "the recorded view function did not reproduce the output's metadata"
     # The recorded view function of the target is as_strided() itself: autograd
     # kept no view function for the graph's output.
@@ -101,25 +92,26 @@ def record_fallback(reason: FallbackReason, detail: str) -> None:
 
 
 def as_strided_fallback(
-    base: Tensor,
-    size: torch.Size | tuple[int, ...],
-    stride: tuple[int, ...],
-    storage_offset: int,
-    dtype: torch.dtype,
-    reason: FallbackReason,
-    detail: str,
+    base: Tensor, like: Tensor, reason: FallbackReason, detail: str, offset_shift: int = 0
 ) -> Tensor:
-    """Regenerate a view of ``base`` with as_strided(), recording why.
+    """A view of ``base`` with ``like``'s size, stride, storage offset (moved by
+    ``offset_shift``), dtype and negative/conjugate bits, made with as_strided(); records why.
 
-    Handles views that change between real and complex dtypes (as_strided()
-    cannot), and other dtype views, so the result always has ``dtype``.
+    Handles views that change between real and complex dtypes (as_strided() cannot), and other
+    dtype views, so the result always has ``like``'s dtype.
     """
     record_fallback(reason, detail)
-    if base.is_complex() and not dtype.is_complex:
+    if base.is_complex() and not like.dtype.is_complex:
         base = torch.view_as_real(base)
-    elif not base.is_complex() and dtype.is_complex:
+    elif not base.is_complex() and like.dtype.is_complex:
         base = torch.view_as_complex(base)
-    out = base.as_strided(size, stride, storage_offset)
-    if out.dtype != dtype:
-        out = out.view(dtype)
+    out = base.as_strided(like.size(), like.stride(), like.storage_offset() + offset_shift)
+    if out.dtype != like.dtype:
+        out = out.view(like.dtype)
+    # as_strided() keeps the base's negative and conjugate bits; the view may have others (a
+    # _neg_view() or conj() in its chain), and its values with them.
+    if out.is_neg() != like.is_neg():
+        out = torch._neg_view(out)
+    if out.is_conj() != like.is_conj():
+        out = out.conj()
     return out

@@ -17,8 +17,8 @@ are classified as aliases of their input or intermediate like any other view
 and regenerated outside the function. Regeneration calls the multi-output op
 **once per group**: all outputs whose view chains agree up to and including
 the multi-output op (same base, same resolved arguments) share one call,
-cached for the duration of one runtime call in the ``groups`` dict that the
-generated alias function passes down. The backward then holds eager's
+cached for the duration of one runtime call in the call's ``groups``
+(replay.RegenerationCall, pieces.pieces_of). The backward then holds eager's
 structure (one UnbindBackward0 / SplitBackward0 / SplitWithSizesBackward0
 per group), and autograd's CreationMeta for multi-output views makes in-place
 on a piece, and backward through a piece after in-place on the base, raise
@@ -30,12 +30,13 @@ apart from one call after functionalization; they are regenerated as one call
 two outputs that are the same piece get a call each (``pieces_of``'s claim):
 they are two tensors in eager, and the same tensor twice would be observable
 (in-place metadata changes, hooks, requires_grad_).
+
+Layering: planning (compile time): the table of multi-output ops and the two
+classification hooks; the runtime part is pieces.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -43,16 +44,14 @@ from torch import Tensor
 from torch._subclasses.functional_tensor import FunctionalTensor
 
 from . import config
-# [stack: no-grad-views]
 from .autograd_chain import has_no_grad_steps
-# [/stack]
 
 
-# ViewMeta class -> the aten op (path under ``torch``) that produces all pieces.
+# ViewMeta class -> the aten op (path under ``torch.ops``) that produces all pieces.
 MULTI_OUTPUT_VIEW_OPS: dict[str, str] = {
-    "unbind_int_ViewMeta": "ops.aten.unbind.int",
-    "split_Tensor_ViewMeta": "ops.aten.split.Tensor",
-    "split_with_sizes_ViewMeta": "ops.aten.split_with_sizes.default",
+    "unbind_int_ViewMeta": "aten.unbind.int",
+    "split_Tensor_ViewMeta": "aten.split.Tensor",
+    "split_with_sizes_ViewMeta": "aten.split_with_sizes.default",
 }
 
 # Layout of a multi-output ViewMeta's as_tuple():
@@ -63,46 +62,6 @@ OP_ARGS_START = 4
 
 def is_multi_output_view_meta(view_meta: Any) -> bool:
     return type(view_meta).__name__ in MULTI_OUTPUT_VIEW_OPS
-
-
-@dataclasses.dataclass
-class MultiOutputCall:
-    """One regenerated multi-output view call, and the pieces handed out as outputs."""
-
-    pieces: tuple[Tensor, ...]
-    claimed: set[int] = dataclasses.field(default_factory=set)
-
-
-# The multi-output view calls of one runtime call: group key -> the calls made so far.
-MultiOutputGroups = dict[tuple[object, ...], list[MultiOutputCall]]
-
-
-def pieces_of(
-    groups: MultiOutputGroups | None,
-    key: tuple[object, ...],
-    compute: Callable[[], tuple[Tensor, ...]],
-    claim: int | None = None,
-) -> tuple[Tensor, ...]:
-    """The pieces of a multi-output view call of group ``key``, made once per group and runtime call.
-
-    ``claim`` is the index of the piece when it is itself an output: a piece is
-    handed out as an output once, and an output claiming a piece that another
-    output already has comes from a separate call in user code (Dynamo returns
-    one tensor returned twice once), so it gets a call of its own: eager's two
-    tensors, not one tensor twice.
-    """
-    if groups is None:
-        return compute()
-    calls = groups.setdefault(key, [])
-    for call in calls:
-        if claim is None or claim not in call.claimed:
-            break
-    else:
-        call = MultiOutputCall(compute())
-        calls.append(call)
-    if claim is not None:
-        call.claimed.add(claim)
-    return call.pieces
 
 
 def hide_input_multi_output_aliasing() -> bool:
@@ -123,10 +82,8 @@ def hide_intermediate_alias(
     output that is the only alias of its storage and no such piece stays hidden
     (nothing else can observe the aliasing).
     """
-    # [stack: no-grad-views]
     if has_no_grad_steps(out):
         return False  # regenerated off its base: Note [Views taken under no_grad]
-    # [/stack]
     if config.hide_multi_output_view_aliasing:
         return num_aliased_outs == 1 or num_aliased_outs_not_multi_output <= 1
     is_piece = isinstance(out, FunctionalTensor) and torch._functionalize_is_multi_output_view(  # type: ignore[attr-defined]

@@ -20,34 +20,34 @@ autograd records eager's nodes and the subclass runs its own view handling
 (DTensor's sharding propagation). The result is verified against the graph's
 output at the outer level and, recursively, on every inner tensor; anything
 else goes to the fallback point.
+
+Layering: planning (compile time).
 """
 
 from __future__ import annotations
 
-# [stack: subclass-intermediate-bases]
 import dataclasses
-# [/stack]
-from collections.abc import Sequence
-from typing import Any
-# [stack: subclass-intermediate-bases]
-from typing import TYPE_CHECKING
-# [/stack]
+from typing import Any, TYPE_CHECKING
 
 import torch
 from torch import Tensor
 from torch._subclasses.functional_tensor import FunctionalTensorMode
-from torch.utils._python_dispatch import is_traceable_wrapper_subclass, TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import config
+from .builder import PlanBuilder
 from .fallback import FallbackReason
-from .plan import assemble_plan, render_pieces_call, UnplannableView, ViewReplayPlan
-from .render import ArgumentRenderer, UnrenderableArgument
+from .render import UnrenderableArgument
+from .scope import OutputScope
+from .spec import Fallback, ReplayPlan
 
 
-# [stack: subclass-intermediate-bases]
 if TYPE_CHECKING:
     from ..schemas import ViewAndMutationMeta
-# [/stack]
+
+
+# One recorded aten call: the op, its positional and keyword arguments, its result.
+_Call = tuple[Any, tuple[Any, ...], dict[str, Any], Any]
 
 
 class _RecordOuterViews(TorchDispatchMode):
@@ -55,7 +55,7 @@ class _RecordOuterViews(TorchDispatchMode):
 
     def __init__(self) -> None:
         super().__init__()
-        self.calls: list[tuple[torch._ops.OpOverload, tuple[Any, ...], dict[str, Any], Any]] = []
+        self.calls: list[_Call] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
         kwargs = kwargs or {}
@@ -64,80 +64,56 @@ class _RecordOuterViews(TorchDispatchMode):
         return out
 
 
-def plan_subclass_view_chain(
-    out: Tensor, *, base: Tensor | None, inputs: Sequence[object]
-) -> ViewReplayPlan | UnplannableView:
-    """Compile-time hook: the replay plan (OutputAliasInfo.replay_plan) of the outer view
-    chain of a subclass output aliasing ``base``; such outputs record no ViewMetaSequence."""
+def plan_subclass_view_chain(scope: OutputScope) -> ReplayPlan | Fallback:
+    """The plan of the outer view chain of a subclass output (Note [Subclass view replay]);
+    such outputs record no ViewMetaSequence."""
     if not config.replay_subclass_views:
-        return UnplannableView(FallbackReason.REPLAY_DISABLED, "view_replay.config.replay_subclass_views is off")
-    return _plan(out, base=base, inputs=inputs)
-
-
-def _plan(out: Tensor, *, base: Tensor | None, inputs: Sequence[object]) -> ViewReplayPlan | UnplannableView:
+        return Fallback(FallbackReason.REPLAY_DISABLED, "view_replay.config.replay_subclass_views is off")
+    out, base = scope.output, scope.base
     kind = type(out).__name__
     if base is None or not out._is_view() or out._base is not base:
-        return UnplannableView(
-            FallbackReason.NO_VIEW_META,
-            f"{kind} output is not an autograd view of the base it is regenerated from",
-        )
+        return Fallback(FallbackReason.NO_VIEW_META, f"{kind} output is not an autograd view of the base it is regenerated from")
     recorder = _RecordOuterViews()
     try:
         with FunctionalTensorMode(), recorder:
             replayed = out._view_func_unsafe(base)
     except Exception as e:  # noqa: BLE001 - any failure means: no replayable outer chain
-        return UnplannableView(FallbackReason.REPLAY_ERROR, f"{kind} view function: {type(e).__name__}: {e}")
-
-    renderer = ArgumentRenderer()
-    body: list[str] = []
-    constants: dict[str, str] = {}
-    names: list[str] = []
-    # Each recorded call must consume the previous one's result (or one of its pieces).
-    current: Any = base
-    key_parts: list[str] = ["id(base)"]
-    last_pieces: tuple[list[str], str] | None = None  # key and compute of the last multi-output call
+        return Fallback(FallbackReason.REPLAY_ERROR, f"{kind} view function: {type(e).__name__}: {e}")
+    builder = PlanBuilder()
     try:
-        for i, (func, args, kwargs, result) in enumerate(recorder.calls):
-            if not args or kwargs:
-                raise UnrenderableArgument(f"{func} called with keyword arguments or no self")
-            if isinstance(current, (tuple, list)):
-                index = next((k for k, t in enumerate(current) if t is args[0]), None)
-                if index is None:
-                    raise UnrenderableArgument(f"{func} does not consume the previous view")
-                body[-1] += f"[{index}]"
-                key_parts.append(repr(index))
-            elif args[0] is not current:
-                raise UnrenderableArgument(f"{func} does not consume the previous view")
-            if not isinstance(func, torch._ops.OpOverload) or not func.is_view:
-                raise UnrenderableArgument(f"{func} is not a view op")
-            first_expr = len(renderer.symbolic_exprs)
-            rendered = renderer.render_args(tuple(args[1:]))
-            name = str(func)  # e.g. aten.slice.Tensor
-            names.append(name)
-            constants[f"_op{i}"] = f"ops.{name}"
-            if isinstance(result, (tuple, list)):
-                key_parts += [repr(f"{name}{rendered}"), *renderer.symbolic_exprs[first_expr:]]
-                last_pieces = (list(key_parts), f"lambda t=t: _op{i}(t, *{rendered})")
-                body.append(render_pieces_call(*last_pieces, None))
-            else:
-                body.append(f"t = _op{i}(t, *{rendered})")
-            current = result
+        last = _add_outer_steps(builder, recorder.calls, base, replayed)
     except UnrenderableArgument as e:
-        return UnplannableView(FallbackReason.UNSUPPORTED_VIEW_STEP, f"{kind} outer view chain: {e}")
-    if isinstance(current, (tuple, list)) and last_pieces is not None:
-        index = next((k for k, t in enumerate(current) if t is replayed), None)
-        if index is not None:
-            # The piece is the output: claim it (Note [Multi-output views]).
-            body[-1] = render_pieces_call(*last_pieces, index) + f"[{index}]"
-            current = current[index]
-    if current is not replayed or not recorder.calls:
-        return UnplannableView(
-            FallbackReason.NO_VIEW_META, f"{kind} view function did not replay as a chain of view ops"
-        )
-    return assemble_plan(tuple(names), body, renderer, constants, base=base, target=out, inputs=inputs)
+        return Fallback(FallbackReason.UNSUPPORTED_VIEW_STEP, f"{kind} outer view chain: {e}")
+    if last is not replayed or not recorder.calls:
+        return Fallback(FallbackReason.NO_VIEW_META, f"{kind} view function did not replay as a chain of view ops")
+    return builder.finish(scope)
 
 
-# [stack: subclass-intermediate-bases]
+def _add_outer_steps(builder: PlanBuilder, calls: list[_Call], base: Tensor, replayed: Tensor) -> object:
+    """Add the recorded outer view ops to ``builder``, each consuming the previous one's result
+    (or one of its pieces); return what the last one gave."""
+    current: object = base
+    for i, (func, args, kwargs, result) in enumerate(calls):
+        if not args or kwargs:
+            raise UnrenderableArgument(f"{func} called with keyword arguments or no self")
+        if args[0] is not current:
+            raise UnrenderableArgument(f"{func} does not consume the previous view")
+        if not isinstance(func, torch._ops.OpOverload) or not func.is_view:
+            raise UnrenderableArgument(f"{func} is not a view op")
+        if not isinstance(result, (tuple, list)):
+            builder.op(str(func), tuple(args[1:]))
+            current = result
+            continue
+        # A multi-output view: the piece that the next op (or the output itself) takes.
+        taken = calls[i + 1][1][0] if i + 1 < len(calls) and calls[i + 1][1] else replayed
+        index = next((k for k, piece in enumerate(result) if piece is taken), None)
+        if index is None:
+            raise UnrenderableArgument(f"no piece of {func} is consumed")
+        builder.pieces(str(func), tuple(args[1:]), index, claims=i == len(calls) - 1)
+        current = result[index]
+    return current
+
+
 # Note [Subclass outputs aliasing an intermediate]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # Two outputs aliasing one intermediate (``o = x * 2; return o.view(-1), o.t()``)
@@ -172,23 +148,3 @@ def with_dense_intermediate_bases(
     dense_outputs = sum(m.arg_count if isinstance(m, SubclassCreationMeta) else 1 for m in base_metas)
     # replace() reruns __post_init__, which recomputes the forward/saved-tensor slices.
     return dataclasses.replace(dense_meta, num_intermediate_bases=dense_outputs)
-
-
-# [/stack]
-def same_inner_layouts(a: Any, b: Any, same_layout: Any) -> bool:
-    """Whether two subclass tensors' inner tensors (recursively) have the same layouts.
-
-    Flattened attributes that are not tensors (opaque objects such as a
-    DTensor's device mesh) must be equal.
-    """
-    if not isinstance(a, Tensor):
-        return not isinstance(b, Tensor) and a == b
-    if not is_traceable_wrapper_subclass(a):
-        return not is_traceable_wrapper_subclass(b) and same_layout(a, b)
-    if type(a) is not type(b):
-        return False
-    attrs_a, _ = a.__tensor_flatten__()  # type: ignore[attr-defined]
-    attrs_b, _ = b.__tensor_flatten__()  # type: ignore[attr-defined]
-    if attrs_a != attrs_b:
-        return False
-    return all(same_inner_layouts(getattr(a, n), getattr(b, n), same_layout) for n in attrs_a)

@@ -18,7 +18,7 @@ intermediate bases available: the graph returns it.
    request gives the index of a new user output, after the user's own.
    Once every output is analysed, the requested SymInts are appended to the
    traced outputs, each with an OutputAliasInfo of a non-aliased SymInt output
-   whose ``replay_plan`` is a :class:`SymbolOutput` naming its expression. The
+   whose ``symbol_output`` is a :class:`~spec.SymbolOutput` naming it. The
    rest of AOTAutograd treats them as user outputs that are SymInts: no
    tangent, a None gradient, no change to the backward.
 2. aot_stage1_graph_capture: :func:`with_symbol_outputs` wraps the traced
@@ -30,18 +30,20 @@ intermediate bases available: the graph returns it.
    with an error that says so: a made-up value could give a view of the
    right size at the wrong place, which a size-only check (Note [Aliases of
    inputs mutated by the graph]) would not catch.
-3. Runtime: the regenerators read them as ``outputs[i]``, and the runtime
+3. Runtime: the regenerators read them as ``call.outputs[i]``, and the runtime
    wrapper then drops them (:func:`symbol_output_slice`): the caller sees the
    user's outputs only. On a warm cache the markers come back with the
    output-alias metadata, so nothing is traced again.
 
 The outputs are appended before any output the dedupe and synthetic-base
 wrappers add, and dropped before those wrappers see the outputs.
+
+Layering: planning (compile time), and the two hooks that carry its result
+into graph capture and the runtime wrapper.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -50,21 +52,9 @@ import torch
 from torch._C import _functionalization
 from torch._subclasses.functional_tensor import FunctionalTensor
 
-from .symbols import symint_leaves
+from .render import symint_leaves
+from .spec import SymbolOutput
 from .view_meta_args import arguments_readable
-
-
-@dataclasses.dataclass(frozen=True)
-class SymbolOutput:
-    """``OutputAliasInfo.replay_plan`` of a SymInt output added for view replay."""
-
-    # The user output whose ViewMeta arguments hold the SymInt, and the SymInt's
-    # position among them (view_meta_symints), with their number.
-    output_index: int
-    position: int
-    num_symints: int
-    # The SymInt's expression when the metadata was collected, for logs.
-    expr: str
 
 
 def view_meta_symints(out: object) -> list[torch.SymInt]:
@@ -126,7 +116,7 @@ def _symbol_output_value(outs: Sequence[object], marker: SymbolOutput) -> torch.
 
 
 def _symbol_outputs(output_info: Sequence[Any]) -> list[SymbolOutput]:
-    return [info.replay_plan for info in output_info if isinstance(info.replay_plan, SymbolOutput)]
+    return [info.symbol_output for info in output_info if info.symbol_output is not None]
 
 
 def with_symbol_outputs(flat_fn: Callable[..., Any], output_info: Sequence[Any]) -> Callable[..., Any]:
@@ -145,7 +135,7 @@ def with_symbol_outputs(flat_fn: Callable[..., Any], output_info: Sequence[Any])
 
 def symbol_output_slice(output_info: Sequence[Any]) -> slice | None:
     """Runtime-wrapper hook: where the symbol outputs are among the user outputs, if any."""
-    indices = [i for i, info in enumerate(output_info) if isinstance(info.replay_plan, SymbolOutput)]
+    indices = [i for i, info in enumerate(output_info) if info.symbol_output is not None]
     if not indices:
         return None
     if indices != list(range(indices[0], indices[-1] + 1)):

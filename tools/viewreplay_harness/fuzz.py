@@ -1,0 +1,1113 @@
+"""Fuzzing of view replay: small random programs of view ops, pointwise ops and in-place
+mutations, run eagerly and through ``torch.compile``, compared end to end.
+
+A program is data (:class:`Program`: input specs, a list of :class:`Step` and the indices of
+the values it returns), so it prints as Python source (:meth:`Program.source`), replays
+(:func:`check_program`) and shrinks (hypothesis minimises the choices that produced it).
+
+Generation (:func:`programs`) simulates the program eagerly, step by step, on the inputs of the
+first size, and only offers the view and pointwise ops that apply to the value at hand (each op
+is tried on a detached alias). The view ops cover every dense ViewMeta op of
+``sweep.OPS`` (multi-output ones included: the first and last piece become values); see
+``VIEW_OPS``. ``UNSAFE_VIEW_OPS`` make values that eager computes through ``_unsafe_view``
+(matmul of a 3-D value with a 2-D weight, reshape/flatten of a non-contiguous value); most of
+the time a view of such a value is returned, so outputs alias an intermediate whose view chain
+starts with ``_unsafe_view``. A second simulation at the second size (:func:`second_size`)
+keeps their shapes valid at both sizes.
+
+Oracle (:func:`check_program`): for each of ``dynamic=False`` and ``dynamic=True`` (one compiled
+function each, run at two sizes; static recompiles), eager and compiled run on equal fresh
+inputs and must agree on
+
+* whether they raise, and the type of the error (see Note [Eager errors] below);
+* every output's values, dtype, size, observable strides (size-1 dims and empty tensors are
+  ignored), storage offset, ``_is_view()``, ``requires_grad``, ``is_leaf``;
+* which outputs share storage with which inputs and which other outputs, and which outputs
+  *are* (``is``) which inputs;
+* the inputs after the call (mutations: values and metadata);
+* the gradients of every leaf after backward through a weighted sum of the differentiable
+  outputs (or the type of the error backward raises).
+
+Strict mode (``view_replay.config.strict``) is on: a fallback raises
+``ViewReplayFallbackError``. A fallback whose reason is in :data:`ACCEPTED_FALLBACKS` and
+whose program has the feature the entry names is accepted: the program is rerun (fresh
+compilation) with strict mode off and compared as above, and every fallback of the rerun
+(``counters["view_replay_fallback"]``) must be accepted too. Any other fallback fails the case.
+
+Note [Eager errors]
+~~~~~~~~~~~~~~~~~~~
+Generation keeps programs whose eager run raises at an in-place step (in-place on a leaf that
+requires grad, on a piece of unbind/split, on an expanded view, ...): the program ends at that
+step. The compiled call must then raise too, an error of the same type (Dynamo's wrappers are
+unwrapped to the underlying exception). A compiled call that succeeds where eager raises is a
+failure: compiled code must not accept what eager rejects. The same holds for ``backward()``.
+
+Known, accepted differences (excluded from the comparison), see :data:`EXCLUSIONS`.
+
+The acceptance tables (:data:`ACCEPTED_FALLBACKS`, :data:`EXCLUSIONS`, :data:`EAGER_ONLY_ERRORS`,
+:data:`EAGER_ONLY_BACKWARD_ERRORS`, :data:`KNOWN_UPSTREAM_ERRORS`) are data: they live, each
+entry with its explanation and repro, in ``fuzz_acceptance.toml`` next to this module, read
+once at import (:func:`load_acceptance`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import sys
+import time
+import tomllib
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+# ---------------------------------------------------------------------------------------------
+# What is accepted (fuzz_acceptance.toml)
+# ---------------------------------------------------------------------------------------------
+
+ACCEPTANCE_FILE = Path(__file__).with_name("fuzz_acceptance.toml")
+
+
+@dataclasses.dataclass(frozen=True)
+class EagerOnlyError:
+    """An eager error that compiled code does not raise: ``message`` is a substring of it."""
+
+    message: str
+    repro: str
+
+
+@dataclasses.dataclass(frozen=True)
+class EagerOnlyBackwardError:
+    """An error of eager's backward that compiled code does not raise: ``pattern`` is a regex
+    over it."""
+
+    pattern: str
+    repro: str
+
+
+@dataclasses.dataclass(frozen=True)
+class KnownUpstreamError:
+    """A compiled-only error that stock torch raises identically: ``type_name`` is in the MRO of
+    the root error's type, ``pattern`` a regex over the formatted traceback."""
+
+    type_name: str
+    pattern: str
+    repro: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Acceptance:
+    """The tables of fuzz_acceptance.toml (see its comments for each one's meaning)."""
+
+    # Fallback reason -> {program feature that explains it: why it is accepted}.
+    accepted_fallbacks: Mapping[str, Mapping[str, str]]
+    # Accepted differences that the oracle does not check -> why.
+    exclusions: Mapping[str, str]
+    eager_only_errors: tuple[EagerOnlyError, ...]
+    eager_only_backward_errors: tuple[EagerOnlyBackwardError, ...]
+    known_upstream_errors: tuple[KnownUpstreamError, ...]
+
+
+def _str_table(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ValueError(f"{where} must be a table of strings")
+    return dict(value)
+
+
+def _entries(data: dict[str, Any], table: str, fields: tuple[str, ...], where: str) -> list[tuple[str, ...]]:
+    """The rows of the array of tables ``table``, each as the tuple of its ``fields``."""
+    rows = data.get(table)
+    if not isinstance(rows, list):
+        raise ValueError(f"{where}: [[{table}]] is missing")
+    out = []
+    for i, row in enumerate(rows):
+        if set(row) != set(fields) or not all(isinstance(row[f], str) for f in fields):
+            raise ValueError(f"{where}: {table}[{i}] must have exactly the string fields {fields}")
+        out.append(tuple(row[f] for f in fields))
+    return out
+
+
+def load_acceptance(path: Path = ACCEPTANCE_FILE) -> Acceptance:
+    """Read and check fuzz_acceptance.toml (ValueError where it is malformed)."""
+    with path.open("rb") as f:
+        data = tomllib.load(f)
+    where = path.name
+    fallbacks = data.get("accepted_fallbacks")
+    if not isinstance(fallbacks, dict):
+        raise ValueError(f"{where}: the [accepted_fallbacks.REASON] tables are missing")
+    return Acceptance(
+        accepted_fallbacks={
+            reason: _str_table(feats, f"{where}: [accepted_fallbacks.{reason}]")
+            for reason, feats in fallbacks.items()
+        },
+        exclusions=_str_table(data.get("exclusions"), f"{where}: [exclusions]"),
+        eager_only_errors=tuple(
+            EagerOnlyError(*row) for row in _entries(data, "eager_only_errors", ("message", "repro"), where)
+        ),
+        eager_only_backward_errors=tuple(
+            EagerOnlyBackwardError(*row)
+            for row in _entries(data, "eager_only_backward_errors", ("pattern", "repro"), where)
+        ),
+        known_upstream_errors=tuple(
+            KnownUpstreamError(*row)
+            for row in _entries(data, "known_upstream_errors", ("type", "pattern", "repro"), where)
+        ),
+    )
+
+
+ACCEPTANCE = load_acceptance()
+# The tables under their historical names (the tests' comments cite them).
+ACCEPTED_FALLBACKS = ACCEPTANCE.accepted_fallbacks
+EXCLUSIONS = ACCEPTANCE.exclusions
+EAGER_ONLY_ERRORS: tuple[str, ...] = tuple(e.message for e in ACCEPTANCE.eager_only_errors)
+EAGER_ONLY_BACKWARD_ERRORS: tuple[str, ...] = tuple(
+    e.pattern for e in ACCEPTANCE.eager_only_backward_errors
+)
+KNOWN_UPSTREAM_ERRORS = ACCEPTANCE.known_upstream_errors
+
+
+# ---------------------------------------------------------------------------------------------
+# Programs as data
+# ---------------------------------------------------------------------------------------------
+
+# View ops: name -> source template over {x}. Multi-output ops yield their first and last piece.
+VIEW_OPS: dict[str, str] = {
+    "alias": "torch.ops.aten.alias({x})",
+    # No storage_offset() argument: Dynamo graph-breaks on it and its resume function then
+    # hits an upstream bug (KNOWN_UPSTREAM_ERRORS: the InternalTorchDynamoError entry).
+    "as_strided": "{x}.as_strided(({x}.shape[0] // 2,), ({x}.stride(0),))",
+    "conj": "{x}.conj()",
+    "neg_view": "torch._neg_view({x})",
+    "detach": "{x}.detach()",
+    "diagonal": "{x}.diagonal()",
+    "diagonal_1": "{x}.diagonal(offset=1, dim1=-1, dim2=0)",
+    "expand": "{x}.unsqueeze(0).expand(2, *{x}.shape)",
+    "permute": "{x}.permute(*reversed(range({x}.dim())))",
+    # _reshape_alias is reshape's internal op: its callers guarantee a viewable (contiguous)
+    # self, and eager does not check it (an expanded self gives an out-of-bounds view).
+    "reshape_alias": "torch.ops.aten._reshape_alias({x}.contiguous(), ({x}.numel(),), (1,))",
+    "select": "{x}[{x}.shape[0] - 1]",
+    "select_last_dim": "{x}.select(-1, 0)",
+    "slice": "{x}[: {x}.shape[0] // 2]",
+    "slice_1": "{x}[:, 1:]",
+    "slice_step": "{x}[1::2]",
+    "narrow": "{x}.narrow(-1, 1, {x}.shape[-1] - 1)",
+    "split": "{x}.split(2)",
+    "split_sym": "{x}.split({x}.shape[0] // 2)",
+    "chunk": "{x}.chunk(2, dim=-1)",
+    "split_with_sizes": "{x}.split([1, {x}.shape[0] - 1])",
+    "unbind": "{x}.unbind(0)",
+    "unbind_last": "{x}.unbind(-1)",
+    "squeeze": "{x}.squeeze()",
+    "squeeze_dim": "{x}.unsqueeze(1).squeeze(1)",
+    "squeeze_dims": "{x}.unsqueeze(0).squeeze((0,))",
+    "t": "{x}.t()",
+    "transpose": "{x}.transpose(0, -1)",
+    "unfold": "{x}.unfold(0, 2, 1)",
+    "unsqueeze": "{x}.unsqueeze(1)",
+    "view": "{x}.view({x}.shape[-1], -1)",
+    "view_flat": "{x}.view(-1)",
+    "view_split": "{x}.view(2, -1)",
+    "view_as_real": "torch.view_as_real({x})",
+    "view_as_complex": "torch.view_as_complex({x}.unflatten(-1, (-1, 2)))",
+    "view_dtype": "{x}.view(torch.int32)",
+    "view_dtype_back": "{x}.view(torch.float32)",
+    "reshape": "{x}.reshape(-1)",
+    "contiguous": "{x}.contiguous()",
+    "real": "{x}.real",
+}
+# Views that eager's autograd does not track as views (no _base): see EXCLUSIONS.
+UNTRACKED_VIEWS = {"view_dtype", "view_dtype_back", "detach"}
+# View ops that can return their self (real and conj of a real tensor, contiguous of a
+# contiguous one): see EXCLUSIONS, "identity of outputs".
+SELF_RETURNING_VIEWS = {"real", "conj", "contiguous"}
+MULTI_OUTPUT = {"split", "split_sym", "chunk", "split_with_sizes", "unbind", "unbind_last"}
+
+# Pointwise (fresh-storage) ops over {x} (and {y}, another value).
+POINTWISE_OPS: dict[str, str] = {
+    "mul": "{x} * 2",
+    "add_y": "{x} + {y}",
+    "sin": "{x}.sin()",
+    "clone": "{x}.clone()",
+    # .clone(), not "* 1": inductor from 2.14 returns the input itself for x * 1 (EXCLUSIONS).
+    "resolve": "{x}.resolve_conj().resolve_neg().clone()",
+}
+
+# Fresh-storage ops that eager computes through ``_unsafe_view`` (issue #13): functionalization
+# records the result as an ``_unsafe_view`` of the copy (mm's output, or reshape's clone), so
+# views of it returned as outputs alias an intermediate whose ViewMeta chain starts with
+# ``_unsafe_view``. Offered only where they apply (see :func:`_unsafe_view_applies`, at both
+# sizes): matmul of a value of 3 or more dims with a 2-D weight (eager folds it into
+# mm + ``_unsafe_view``): {y}, a 2-D value (e.g. a weight input, see :func:`programs`) whose
+# first dim equals {x}'s last at both sizes, or a weight made from {x} itself; reshape/flatten
+# of a non-contiguous value (clone + ``_unsafe_view``): {x} as it is (after a transpose, an
+# expand, ...), or made non-contiguous in the same expression.
+UNSAFE_VIEW_OPS: dict[str, str] = {
+    "matmul": "{x} @ {y}",
+    "matmul_self": "{x} @ {x}.flatten(0, -3)[0].t()",
+    "reshape_copy": "{x}.reshape({x}.shape[-1], -1)",
+    "reshape_copy_flat": "{x}.reshape(-1)",
+    "flatten_copy": "{x}.flatten()",
+    "flatten_copy_01": "{x}.flatten(0, 1)",
+    "transpose_reshape": "{x}.transpose(0, -1).reshape(-1)",
+    "permute_reshape": "{x}.permute(*reversed(range({x}.dim()))).reshape({x}.shape[0], -1)",
+    "expand_flatten": "{x}.unsqueeze(0).expand(2, *{x}.shape).flatten(0, 1)",
+}
+MATMUL_OPS = {"matmul", "matmul_self"}
+# Views of an UNSAFE_VIEW_OPS result that a program returns right away (see programs()).
+UNSAFE_VIEW_OUTPUT_VIEWS = (
+    "select", "select_last_dim", "slice", "slice_1", "slice_step", "narrow", "split", "split_sym",
+    "chunk", "unbind", "t", "transpose", "permute", "view", "view_flat", "view_split",
+    "diagonal", "unsqueeze", "expand",
+)
+
+# In-place mutations of {x}: data, and metadata (in-place view ops).
+MUTATION_OPS: dict[str, str] = {
+    "add_": "{x}.add_(1)",
+    "mul_": "{x}.mul_(2)",
+    "copy_": "{x}.copy_({y})",
+    "nograd_add_": "with torch.no_grad(): {x}.add_(1)",
+    "t_": "{x}.t_()",
+    "transpose_": "{x}.transpose_(0, -1)",
+    "unsqueeze_": "{x}.unsqueeze_(0)",
+    "squeeze_": "{x}.squeeze_()",
+    "as_strided_": "{x}.as_strided_((2, 2), (1, 2))",
+    "requires_grad_": "{x}.requires_grad_()",
+}
+METADATA_MUTATIONS = {"t_", "transpose_", "unsqueeze_", "squeeze_", "as_strided_"}
+
+# Input views: how an input that is a view of another tensor is made from its base.
+INPUT_VIEWS: dict[str, str] = {
+    "slice": "{x}[1:]",
+    "transpose": "{x}.transpose(0, -1)",
+    "expand": "{x}.unsqueeze(0).expand(2, *{x}.shape)",
+    "select": "{x}[0]",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSpec:
+    """One graph input: a fresh leaf of ``shape``, or a view (``view``) of the ``of``-th input."""
+
+    shape: tuple[int, ...] = (4, 4)
+    requires_grad: bool = True
+    of: int | None = None
+    view: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """``kind`` is "view", "pointwise", "unsafe_view" or "mutation"; ``op`` a key of its table
+    (VIEW_OPS, POINTWISE_OPS, UNSAFE_VIEW_OPS, MUTATION_OPS); ``x``/``y`` value indices."""
+
+    kind: str
+    op: str
+    x: int
+    y: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    inputs: tuple[InputSpec, ...]
+    steps: tuple[Step, ...]
+    outputs: tuple[int, ...]
+
+    # -- source ---------------------------------------------------------------------------
+    def num_values(self) -> int:
+        n = len(self.inputs)
+        for s in self.steps:
+            n += _values_added(s)
+        return n
+
+    def statements(self) -> list[str]:
+        lines: list[str] = []
+        n = len(self.inputs)
+        for s in self.steps:
+            lines.append(_render_step(s, n))
+            n += _values_added(s)
+        return lines
+
+    def source(self, name: str = "program") -> str:
+        args = ", ".join(f"v{i}" for i in range(len(self.inputs)))
+        body = [f"    {line}" for line in self.statements()]
+        outs = ", ".join(f"v{i}" for i in self.outputs)
+        body.append(f"    return ({outs},)")
+        return f"def {name}({args}):\n" + "\n".join(body) + "\n"
+
+    def function(self) -> Callable[..., Any]:
+        scope: dict[str, Any] = {"torch": torch}
+        exec(compile(self.source(), "<fuzz program>", "exec"), scope)  # noqa: S102
+        return scope["program"]
+
+    def features(self) -> set[str]:
+        """Features that explain accepted fallbacks (ACCEPTED_FALLBACKS)."""
+        feats: set[str] = set()
+        # Values that alias an input: inputs, and views of them.
+        input_alias = set(range(len(self.inputs)))
+        untracked_views: set[int] = set()  # results of UNTRACKED_VIEWS and views of them
+        self_returned: set[int] = set()  # results of SELF_RETURNING_VIEWS
+        # Alias groups: value -> the value whose storage it views.
+        root = {i: i if spec.of is None else spec.of for i, spec in enumerate(self.inputs)}
+        # Values that exist at the first Dynamo graph break (requires_grad_): the graph
+        # after it takes them as inputs.
+        at_break: int | None = None
+        n = len(self.inputs)
+        for s in self.steps:
+            k = _values_added(s)
+            is_alias = s.kind == "view" and s.op not in ("contiguous", "reshape")
+            for v in range(n, n + k):
+                root[v] = root[s.x] if is_alias else v
+            if is_alias and s.x in input_alias:
+                input_alias.update(range(n, n + k))
+            if s.kind == "mutation" and s.op == "requires_grad_" and at_break is None:
+                at_break = n
+            elif s.kind == "mutation" and at_break is not None:
+                if sum(root[v] == root[s.x] for v in range(at_break)) >= 2:
+                    feats.add("mutated_aliased_inputs")
+            if s.kind == "view" and s.op in SELF_RETURNING_VIEWS:
+                feats.add("self_returning_view")
+                self_returned.update(range(n, n + k))
+            if s.kind == "mutation" and s.op in METADATA_MUTATIONS and s.x in self_returned:
+                feats.add("metadata_mutation_of_self_returning_view")
+            if s.kind == "mutation" and s.op in METADATA_MUTATIONS and s.x not in input_alias:
+                feats.add("intermediate_metadata_mutation")
+            if s.kind == "mutation" and s.op == "copy_" and s.y is not None and root[s.y] == root[s.x]:
+                feats.add("copy_from_an_alias")
+            if s.kind == "unsafe_view":
+                feats.add("unsafe_view_producer")
+            if s.kind == "view" and (s.op in UNTRACKED_VIEWS or s.x in untracked_views):
+                untracked_views.update(range(n, n + k))
+            if s.kind == "mutation" and s.op in METADATA_MUTATIONS and s.x in input_alias:
+                feats.add("input_metadata_mutation")
+            if s.kind == "mutation" and s.op in METADATA_MUTATIONS and s.x in untracked_views:
+                feats.add("untracked_view_metadata_mutation")
+            if s.kind == "mutation" and s.x in input_alias and any(i.of is not None for i in self.inputs):
+                feats.add("mutated_aliased_inputs")
+            n += k
+        return feats
+
+    def __str__(self) -> str:
+        return f"inputs={list(self.inputs)}\n{self.source()}"
+
+
+def _values_added(step: Step) -> int:
+    if step.kind == "mutation":
+        return 0
+    if step.kind == "view" and step.op in MULTI_OUTPUT:
+        return 2
+    return 1
+
+
+def _render_step(s: Step, n: int) -> str:
+    table = {"view": VIEW_OPS, "pointwise": POINTWISE_OPS, "unsafe_view": UNSAFE_VIEW_OPS,
+             "mutation": MUTATION_OPS}[s.kind]
+    expr = table[s.op].format(x=f"v{s.x}", y=f"v{s.y}")
+    if s.kind == "mutation":
+        return expr
+    if s.kind == "view" and s.op in MULTI_OUTPUT:
+        return f"_p = {expr}; v{n}, v{n + 1} = _p[0], _p[-1]"
+    return f"v{n} = {expr}"
+
+
+def second_size(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The second size a program runs at: every dim but size-1 ones grows by 2 (same parity)."""
+    return tuple(d if d <= 1 else d + 2 for d in shape)
+
+
+def make_inputs(
+    program: Program, size_index: int = 0, seed: int = 0
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Fresh inputs (and the leaves they are made from) for one run at size 0 or 1."""
+    gen = torch.Generator().manual_seed(seed * 7919 + size_index)
+    inputs: list[torch.Tensor] = []
+    leaves: list[torch.Tensor] = []
+    for spec in program.inputs:
+        if spec.of is None:
+            shape = spec.shape if size_index == 0 else second_size(spec.shape)
+            t = torch.randn(shape, generator=gen).requires_grad_(spec.requires_grad)
+            leaves.append(t)
+        else:
+            base = inputs[spec.of]
+            t = eval(INPUT_VIEWS[spec.view].format(x="base"), {"base": base})  # noqa: S307
+        inputs.append(t)
+    return inputs, leaves
+
+
+# ---------------------------------------------------------------------------------------------
+# Generation (hypothesis)
+# ---------------------------------------------------------------------------------------------
+
+MAX_NUMEL = 256
+MAX_DIM = 4
+
+
+def _try_expr(template: str, x: torch.Tensor, y: torch.Tensor | None = None, *, limit: bool = True) -> Any:
+    """The value of ``template`` on (x, y), or None if it raises or (``limit``) exceeds
+    MAX_DIM/MAX_NUMEL."""
+    try:
+        with torch.no_grad():
+            out = eval(template.format(x="x", y="y"), {"torch": torch, "x": x, "y": y})  # noqa: S307
+    except Exception:  # noqa: BLE001
+        return None
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    if not outs or limit and any(o.dim() > MAX_DIM or o.numel() > MAX_NUMEL for o in outs):
+        return None
+    return out
+
+
+def _unsafe_view_applies(op: str, sized: Sequence[tuple[torch.Tensor, torch.Tensor | None]]) -> bool:
+    """Whether UNSAFE_VIEW_OPS[op] applies to (x, y) at every size in ``sized`` (detached
+    aliases of the values, first size first; the size limits hold at the first): matmul needs
+    x of 3 or more dims (mm + _unsafe_view; 2-D is a plain mm) and, for ``matmul``, a 2-D y;
+    reshape/flatten must copy (a view of x is VIEW_OPS's)."""
+    for i, (x, y) in enumerate(sized):
+        if op in MATMUL_OPS and x.dim() < 3 or op == "matmul" and (y is None or y.dim() != 2):
+            return False
+        out = _try_expr(UNSAFE_VIEW_OPS[op], x, y, limit=i == 0)
+        if not isinstance(out, torch.Tensor):
+            return False
+        if op not in MATMUL_OPS and out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
+            return False
+    return True
+
+
+def _draw_input_specs(draw: Any, max_inputs: int) -> list[InputSpec]:
+    """The graph inputs: fresh leaves, 2-D weights that follow one, and views of an earlier input."""
+    from hypothesis import strategies as st
+
+    dims = st.integers(min_value=1, max_value=5)
+    n_inputs = draw(st.integers(1, max_inputs))
+    specs: list[InputSpec] = []
+    for i in range(n_inputs):
+        # Fresh inputs of 2 or more dims that a 2-D weight input can follow (UNSAFE_VIEW_OPS:
+        # matmul); its first dim equals their last, at both sizes (second_size). A weight
+        # requires grad, as a parameter does.
+        weighable = [j for j in range(i) if specs[j].of is None and len(specs[j].shape) >= 2]
+        if i > 0 and draw(st.integers(0, 3)) == 0:
+            of = draw(st.integers(0, i - 1))
+            view = draw(st.sampled_from(sorted(INPUT_VIEWS)))
+            specs.append(InputSpec(shape=(), requires_grad=specs[of].requires_grad, of=of, view=view))
+        elif weighable and draw(st.integers(0, 2)) == 0:
+            j = draw(st.sampled_from(weighable))
+            shape = (specs[j].shape[-1], draw(dims))
+            specs.append(InputSpec(shape=shape, requires_grad=True))
+        else:
+            ndim = draw(st.integers(1, 3))
+            shape = tuple(draw(dims) for _ in range(ndim))
+            specs.append(InputSpec(shape=shape, requires_grad=draw(st.booleans())))
+    # Input views that eager cannot make at either size are replaced by fresh leaves.
+    try:
+        for k in (0, 1):
+            make_inputs(Program(tuple(specs), (), ()), k)
+    except Exception:  # noqa: BLE001
+        specs = [dataclasses.replace(s, of=None, view=None, shape=(3, 4)) if s.of is not None else s
+                 for s in specs]
+    return specs
+
+
+class _Simulation:
+    """A program being generated: its steps so far, run eagerly on the inputs of the first size
+    (``values``), and on those of the second (``values1``), so that UNSAFE_VIEW_OPS are only
+    offered where their shapes hold at both sizes; ``values1`` is None once a step raised there
+    only. ``returned``: views of UNSAFE_VIEW_OPS results, which the program returns."""
+
+    def __init__(self, specs: Sequence[InputSpec]) -> None:
+        inputs, _ = make_inputs(Program(tuple(specs), (), ()), 0)
+        self.values: list[torch.Tensor] = list(inputs)
+        self.scope: dict[str, Any] = {"torch": torch}
+        for i, v in enumerate(self.values):
+            self.scope[f"v{i}"] = v
+        inputs1, _ = make_inputs(Program(tuple(specs), (), ()), 1)
+        self.values1: list[torch.Tensor] | None = list(inputs1)
+        self.scope1: dict[str, Any] = {"torch": torch}
+        for i, v in enumerate(inputs1):
+            self.scope1[f"v{i}"] = v
+        self.steps: list[Step] = []
+        self.returned: list[int] = []
+
+    def sizes(self) -> list[list[torch.Tensor]]:
+        """The values at each size they are still simulated at, first size first."""
+        return [self.values] if self.values1 is None else [self.values, self.values1]
+
+    def add(self, step: Step) -> bool | None:
+        """Run ``step`` at both sizes: True if it is kept, False if skipped, None if it is
+        kept and ends the program (an eager error, Note [Eager errors])."""
+        line = _render_step(step, len(self.values))
+        try:
+            exec(line, self.scope)  # noqa: S102
+        except Exception:  # noqa: BLE001
+            if step.kind != "mutation":
+                return False
+            self.steps.append(step)
+            return None
+        self.steps.append(step)
+        if self.values1 is not None:
+            try:
+                exec(line, self.scope1)  # noqa: S102
+            except Exception:  # noqa: BLE001
+                self.values1 = None
+        for _ in range(_values_added(step)):
+            self.values.append(self.scope[f"v{len(self.values)}"])
+            if self.values1 is not None:
+                self.values1.append(self.scope1[f"v{len(self.values1)}"])
+        return True
+
+
+def _unsafe_view_candidates(sim: _Simulation) -> dict[str, list[tuple[int, int | None]]]:
+    """UNSAFE_VIEW_OPS op -> the (x, y) value indices it applies to, at every simulated size."""
+    sizes = sim.sizes()
+    applies: dict[str, list[tuple[int, int | None]]] = {}
+    for op in UNSAFE_VIEW_OPS:
+        for x in range(len(sim.values)):
+            for y in (range(len(sim.values)) if "{y}" in UNSAFE_VIEW_OPS[op] else (None,)):
+                if _unsafe_view_applies(op, [
+                    (v[x].detach(), None if y is None else v[y].detach()) for v in sizes
+                ]):
+                    applies.setdefault(op, []).append((x, y))
+    return applies
+
+
+def _draw_unsafe_view(draw: Any, sim: _Simulation) -> None:
+    """Add an UNSAFE_VIEW_OPS step and, most of the time, a returned view of its result.
+
+    The op first (among those that apply to some value), then x (and y) where it applies:
+    matmul needs a 3-D value and a matching weight, which are rare."""
+    from hypothesis import strategies as st
+
+    applies = _unsafe_view_candidates(sim)
+    values = sim.values
+    # Mostly values that require grad: outputs aliasing an intermediate are
+    # regenerated from it in the autograd.Function's runtime wrapper.
+    if draw(st.integers(0, 3)) != 0:
+        grad = {op: [(x, y) for x, y in xys if values[x].requires_grad
+                     or y is not None and values[y].requires_grad] for op, xys in applies.items()}
+        applies = {op: xys for op, xys in grad.items() if xys} or applies
+    if not applies:
+        return
+    # matmul thrice: it applies to few values, reshape/flatten of a copy to most.
+    weighted = [op for op in sorted(applies) for _ in range(3 if op in MATMUL_OPS else 1)]
+    op = draw(st.sampled_from(weighted))
+    x, y = draw(st.sampled_from(applies[op]))
+    if sim.add(Step("unsafe_view", op, x, y)) is not True:
+        return
+    # Return a view of the result (an output aliasing an intermediate whose view
+    # chain starts with _unsafe_view), most of the time.
+    u = len(values) - 1
+    if draw(st.integers(0, 3)) == 0:
+        return
+    views = [op for op in UNSAFE_VIEW_OUTPUT_VIEWS
+             if _try_expr(VIEW_OPS[op], values[u].detach()) is not None]
+    if views and sim.add(Step("view", draw(st.sampled_from(views)), u)):
+        sim.returned.append(len(values) - 1)
+
+
+def _draw_step(draw: Any, values: Sequence[torch.Tensor], kind: str) -> Step | None:
+    """A "view", "pointwise" or "mutation" step on a value, or None if the drawn op does not
+    apply to it."""
+    from hypothesis import strategies as st
+
+    x = draw(st.integers(0, len(values) - 1))
+    xv = values[x]
+    if kind == "view":
+        ok = [op for op, tpl in VIEW_OPS.items() if _try_expr(tpl, xv.detach()) is not None]
+        if not ok:
+            return None
+        return Step("view", draw(st.sampled_from(ok)), x)
+    if kind == "pointwise":
+        op = draw(st.sampled_from(sorted(POINTWISE_OPS)))
+        y = draw(st.integers(0, len(values) - 1)) if "{y}" in POINTWISE_OPS[op] else None
+        if _try_expr(POINTWISE_OPS[op], xv.detach(), None if y is None else values[y].detach()) is None:
+            return None
+        return Step("pointwise", op, x, y)
+    op = draw(st.sampled_from(sorted(MUTATION_OPS)))
+    if op == "requires_grad_" and any(
+        i != x and v.untyped_storage().data_ptr() == xv.untyped_storage().data_ptr()
+        for i, v in enumerate(values)
+    ):
+        return None  # EXCLUSIONS: "requires_grad_ on a value that has views"
+    y = draw(st.integers(0, len(values) - 1)) if "{y}" in MUTATION_OPS[op] else None
+    # Shape errors are not interesting; autograd's errors are (Note [Eager errors]).
+    probe = xv.detach().clone()
+    if _try_expr(MUTATION_OPS[op].replace("with torch.no_grad(): ", ""), probe,
+                 None if y is None else values[y].detach()) is None:
+        return None
+    return Step("mutation", op, x, y)
+
+
+def programs(max_steps: int = 6, max_inputs: int = 3) -> Any:
+    """A hypothesis strategy of :class:`Program`."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def build(draw: Any) -> Program:
+        specs = _draw_input_specs(draw, max_inputs)
+        sim = _Simulation(specs)
+        n_steps = draw(st.integers(1, max_steps))
+        for _ in range(n_steps):
+            kind = draw(st.sampled_from(
+                ["view", "view", "view", "pointwise", "unsafe_view", "mutation"]
+            ))
+            if kind == "unsafe_view":
+                _draw_unsafe_view(draw, sim)
+                continue
+            step = _draw_step(draw, sim.values, kind)
+            if step is not None and sim.add(step) is None:
+                break
+        n_out = draw(st.integers(1, 4))
+        outputs = tuple(dict.fromkeys(sim.returned)) + tuple(
+            draw(st.integers(0, len(sim.values) - 1)) for _ in range(n_out)
+        )
+        return Program(tuple(specs), tuple(sim.steps), outputs)
+
+    return build()
+
+
+# ---------------------------------------------------------------------------------------------
+# The oracle
+# ---------------------------------------------------------------------------------------------
+
+
+class Mismatch(AssertionError):
+    """Eager and compiled disagree (a finding, or an oracle problem)."""
+
+
+def _observable_strides(t: torch.Tensor) -> tuple[int | None, ...]:
+    if t.numel() == 0:
+        return tuple(None for _ in t.stride())
+    return tuple(None if size == 1 else stride for size, stride in zip(t.size(), t.stride()))
+
+
+def _root_error(e: BaseException) -> BaseException:
+    """The exception Dynamo/AOTAutograd wrapped, if any."""
+    from torch._dynamo.exc import TorchDynamoException
+
+    seen = set()
+    while isinstance(e, TorchDynamoException) and id(e) not in seen:
+        seen.add(id(e))
+        inner = getattr(e, "inner_exception", None) or e.__cause__
+        if inner is None:
+            break
+        e = inner
+    return e
+
+
+def _fallback_reason(e: BaseException) -> str | None:
+    from torch._functorch._aot_autograd.view_replay import ViewReplayFallbackError
+
+    chain: BaseException | None = e
+    seen = set()
+    while chain is not None and id(chain) not in seen:
+        seen.add(id(chain))
+        if isinstance(chain, ViewReplayFallbackError):
+            m = re.search(r"as_strided\(\) \((\w+)\)", str(chain))
+            return m.group(1) if m else "UNKNOWN"
+        chain = getattr(chain, "inner_exception", None) or chain.__cause__ or chain.__context__
+    m = re.search(r"ViewReplayFallbackError: view replay fell back to as_strided\(\) \((\w+)\)", str(e))
+    return m.group(1) if m else None
+
+
+@dataclasses.dataclass
+class RunResult:
+    error: BaseException | None = None
+    outputs: tuple[torch.Tensor, ...] = ()
+    inputs: list[torch.Tensor] = dataclasses.field(default_factory=list)
+    leaves: list[torch.Tensor] = dataclasses.field(default_factory=list)
+    backward_error: BaseException | None = None
+
+
+def _run(fn: Callable[..., Any], program: Program, size_index: int, seed: int) -> RunResult:
+    inputs, leaves = make_inputs(program, size_index, seed)
+    res = RunResult(inputs=inputs, leaves=leaves)
+    try:
+        out = fn(*inputs)
+        # Eager raises lazily for a piece of a multi-output view whose base was modified in
+        # place: on the first use of its grad_fn. Compiled code raises while compiling.
+        for o in out:
+            _ = o.grad_fn
+    except Exception as e:  # noqa: BLE001
+        res.error = e
+        return res
+    res.outputs = tuple(out)
+    return res
+
+
+def _backward(res: RunResult) -> None:
+    loss = None
+    for i, o in enumerate(res.outputs):
+        if o.requires_grad and (o.is_floating_point() or o.is_complex()):
+            if o.is_complex():
+                o = torch.view_as_real(o.resolve_conj())
+            term = (o.resolve_neg().float() * (i + 1)).sum()
+            loss = term if loss is None else loss + term
+    if loss is None:
+        return
+    try:
+        loss.backward()
+    except Exception as e:  # noqa: BLE001
+        res.backward_error = e
+
+
+def known_upstream_error(e: BaseException) -> str | None:
+    """The KNOWN_UPSTREAM_ERRORS repro that ``e`` matches, if any."""
+    import traceback
+
+    root = _root_error(e)
+    text = "".join(traceback.format_exception(root)) + "".join(traceback.format_exception(e))
+    for known in KNOWN_UPSTREAM_ERRORS:
+        if known.type_name in {c.__name__ for c in type(root).__mro__} and re.search(known.pattern, text):
+            return known.repro
+    return None
+
+
+def _same_error(eager: BaseException, compiled: BaseException) -> bool:
+    root = _root_error(compiled)
+    return isinstance(root, type(eager))
+
+
+def _describe(t: torch.Tensor) -> str:
+    return (f"size={tuple(t.size())} stride={t.stride()} offset={t.storage_offset()} "
+            f"dtype={t.dtype} view={t._is_view()} rg={t.requires_grad} leaf={t.is_leaf}")
+
+
+def _compare_tensor(
+    what: str, r: torch.Tensor, o: torch.Tensor, *, check_is_view: bool = True, check_layout: bool = True
+) -> None:
+    problems = []
+    if r.dtype != o.dtype:
+        problems.append("dtype")
+    if r.size() != o.size():
+        problems.append("size")
+    elif check_layout and _observable_strides(r) != _observable_strides(o):
+        problems.append("stride")
+    if check_layout and r.numel() and r.storage_offset() != o.storage_offset():
+        problems.append("storage_offset")
+    if r.requires_grad != o.requires_grad:
+        problems.append("requires_grad")
+    if r.is_leaf != o.is_leaf:
+        problems.append("is_leaf")
+    if check_is_view and r._is_view() != o._is_view():
+        problems.append("_is_view")
+    if not problems and r.is_conj() != o.is_conj() and not r.is_complex():
+        problems.append("is_conj")
+    if not problems:
+        rv, ov = r.detach().resolve_conj().resolve_neg(), o.detach().resolve_conj().resolve_neg()
+        if not torch.equal(rv, ov) and not (
+            rv.is_floating_point() or rv.is_complex()
+        ) or (rv.is_floating_point() or rv.is_complex()) and not torch.allclose(
+            rv, ov, rtol=1e-5, atol=1e-5, equal_nan=True
+        ):
+            problems.append("values")
+    if problems:
+        raise Mismatch(f"{what}: {', '.join(problems)} differ: eager {_describe(r)}; compiled {_describe(o)}")
+
+
+def _sharing(
+    outs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor], *, check_identity: bool = True
+) -> list[list[tuple[bool, bool | None]]]:
+    """Per output, per input then output: (shares its storage, is it)."""
+    everything = list(inputs) + list(outs)
+    return [[(_same_storage(o, t), o is t if check_identity else None) for t in everything] for o in outs]
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def compare(
+    ref: RunResult,
+    res: RunResult,
+    *,
+    check_is_view: bool = True,
+    check_identity: bool = True,
+    check_intermediate_aliases: bool = True,
+    check_results: bool = True,
+) -> None:
+    """Raise :class:`Mismatch` where the compiled run ``res`` differs from eager ``ref``.
+
+    ``check_intermediate_aliases=False`` compares, of outputs that alias no input, only
+    values, dtype, size and grad flags, and their storage sharing with inputs only (EXCLUSIONS:
+    "inductor's copies of reshaped values"). ``check_results=False`` compares only whether and
+    what they raise (EXCLUSIONS: "copy_ from an alias of the destination")."""
+    if ref.error is not None or res.error is not None:
+        if ref.error is None:
+            if known_upstream_error(res.error):
+                return
+            raise Mismatch(f"compiled raised, eager did not: {type(res.error).__name__}: {res.error}") from res.error
+        if res.error is None:
+            if any(m in str(ref.error) for m in EAGER_ONLY_ERRORS):
+                return
+            raise Mismatch(f"eager raised, compiled did not: {type(ref.error).__name__}: {ref.error}")
+        if not _same_error(ref.error, res.error) and not known_upstream_error(res.error):
+            raise Mismatch(
+                f"different errors: eager {type(ref.error).__name__}: {ref.error}; compiled "
+                f"{type(_root_error(res.error)).__name__}: {res.error}"
+            ) from res.error
+        return
+    if not check_results:
+        return
+    if len(ref.outputs) != len(res.outputs):
+        raise Mismatch(f"{len(ref.outputs)} outputs in eager, {len(res.outputs)} compiled")
+    for i, (r, o) in enumerate(zip(ref.outputs, res.outputs)):
+        # _is_view of outputs that alias no input is upstream's choice (EXCLUSIONS); aliasing
+        # between outputs is still compared by _sharing below.
+        # So is _is_view after an in-place metadata change of a dtype view (EXCLUSIONS).
+        aliases_input = isinstance(r, torch.Tensor) and any(
+            isinstance(t, torch.Tensor) and _same_storage(r, t) for t in ref.inputs
+        )
+        _compare_tensor(
+            f"output {i}", r, o, check_is_view=aliases_input and check_is_view,
+            check_layout=aliases_input or check_intermediate_aliases,
+        )
+    for i, (r, o) in enumerate(zip(ref.inputs, res.inputs)):
+        _compare_tensor(f"input {i} after the call", r, o)
+    eager_sharing = _sharing(ref.outputs, ref.inputs, check_identity=check_identity)
+    compiled_sharing = _sharing(res.outputs, res.inputs, check_identity=check_identity)
+    if not check_intermediate_aliases:
+        n_inputs = len(ref.inputs)
+        eager_sharing = [row[:n_inputs] for row in eager_sharing]
+        compiled_sharing = [row[:n_inputs] for row in compiled_sharing]
+    if eager_sharing != compiled_sharing:
+        raise Mismatch(f"storage sharing / identity differs: eager {eager_sharing}, compiled {compiled_sharing}")
+    _backward(ref)
+    _backward(res)
+    if (ref.backward_error is None) != (res.backward_error is None):
+        if res.backward_error is None and any(
+            re.search(pattern, str(ref.backward_error)) for pattern in EAGER_ONLY_BACKWARD_ERRORS
+        ):
+            return
+        raise Mismatch(f"backward: eager raised {ref.backward_error!r}, compiled raised {res.backward_error!r}")
+    if ref.backward_error is not None:
+        if not isinstance(res.backward_error, type(ref.backward_error)):
+            raise Mismatch(f"backward errors differ: {ref.backward_error!r} vs {res.backward_error!r}")
+        return
+    for i, (r, o) in enumerate(zip(ref.leaves, res.leaves)):
+        if (r.grad is None) != (o.grad is None):
+            raise Mismatch(f"grad of leaf {i}: eager {r.grad is not None}, compiled {o.grad is not None}")
+        if r.grad is not None and not torch.allclose(r.grad, o.grad, rtol=1e-4, atol=1e-4, equal_nan=True):
+            raise Mismatch(f"grad of leaf {i} differs: eager {r.grad}, compiled {o.grad}")
+
+
+def check_program(
+    program: Program,
+    *,
+    backend: str = "aot_eager",
+    dynamic_modes: Sequence[bool] = (False, True),
+    seed: int = 0,
+) -> None:
+    """Run ``program`` eagerly and compiled (each dynamic mode, two sizes); raise Mismatch on a difference."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+    from torch._functorch._aot_autograd.view_replay import config
+
+    fn = program.function()
+    feats = program.features()
+    if "metadata_mutation_of_self_returning_view" in feats:
+        return  # EXCLUSIONS: "in-place metadata change through a self-returning view"
+    for dynamic in dynamic_modes:
+        strict = True
+        while True:
+            torch._dynamo.reset()
+            compiled = torch.compile(fn, backend=backend, dynamic=dynamic)
+            retry = False
+            for size_index in (0, 1):
+                ref = _run(fn, program, size_index, seed)
+                before = Counter(counters["view_replay_fallback"])
+                with config.patch(strict=strict):
+                    res = _run(compiled, program, size_index, seed)
+                if not strict and ref.error is None:
+                    # The rerun without strict mode must not hide a fallback that is not
+                    # accepted (a later one than the fallback that caused the rerun).
+                    new = Counter(counters["view_replay_fallback"]) - before
+                    unaccepted = sorted(r for r in new if not feats & ACCEPTED_FALLBACKS.get(r, {}).keys())
+                    if unaccepted:
+                        raise Mismatch(
+                            f"dynamic={dynamic} size#{size_index}: unaccepted view-replay fallback "
+                            f"{unaccepted} in the rerun without strict mode"
+                        )
+                reason = _fallback_reason(res.error) if res.error is not None else None
+                if reason is not None and ref.error is not None:
+                    # Eager raises anyway (Note [Eager errors]): see what compiled does without strict.
+                    strict, retry = False, True
+                    break
+                if reason is not None:
+                    if not feats & ACCEPTED_FALLBACKS.get(reason, {}).keys():
+                        raise Mismatch(
+                            f"dynamic={dynamic} size#{size_index}: unaccepted view-replay fallback "
+                            f"{reason}: {_root_error(res.error)}"
+                        )
+                    strict, retry = False, True
+                    break
+                try:
+                    compare(
+                        ref,
+                        res,
+                        check_is_view="untracked_view_metadata_mutation" not in feats,
+                        check_identity="self_returning_view" not in feats,
+                        check_intermediate_aliases=backend != "inductor"
+                        or "unsafe_view_producer" not in feats,
+                        check_results="copy_from_an_alias" not in feats,
+                    )
+                except Mismatch as e:
+                    raise Mismatch(f"dynamic={dynamic} size#{size_index}: {e}") from e
+            if not retry:
+                break
+    torch._dynamo.reset()
+
+
+# ---------------------------------------------------------------------------------------------
+# Runner
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class FuzzReport:
+    programs: int = 0
+    shrink_runs: int = 0
+    failures: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (program, error)
+
+
+def fuzz(
+    n_programs: int,
+    seed: int,
+    *,
+    backend: str = "aot_eager",
+    dynamic_modes: Sequence[bool] = (False, True),
+    max_steps: int = 6,
+    chunk: int = 100,
+    shrink: bool = True,
+    verbose: bool = False,
+    job: int = 0,
+    jobs: int = 1,
+) -> FuzzReport:
+    """Run this job's share of ``n_programs`` generated programs, in chunks of ``chunk``.
+
+    Chunk ``k`` is one hypothesis run seeded ``seed + k``; job ``job`` of ``jobs`` runs the
+    chunks with ``k % jobs == job`` until it has run its share of the programs. A failing chunk
+    stops at its first failure, which hypothesis shrinks; the minimal program is recorded and
+    the next chunk starts, so a job runs more chunks than its share when some fail."""
+    import warnings
+
+    from hypothesis import given, HealthCheck, Phase, settings
+    from hypothesis import seed as hseed
+
+    warnings.filterwarnings("ignore")
+    report = FuzzReport()
+    share = n_programs // jobs + (1 if job < n_programs % jobs else 0)
+    k = job
+    while report.programs < share:
+        size = min(chunk, share - report.programs)
+        state: dict[str, Any] = {"failed": False, "last": None}
+
+        @hseed(seed + k)
+        @settings(
+            max_examples=size,
+            deadline=None,
+            database=None,
+            phases=[Phase.generate, Phase.shrink] if shrink else [Phase.generate],
+            suppress_health_check=list(HealthCheck),
+            print_blob=False,
+            report_multiple_bugs=False,
+        )
+        @given(programs(max_steps=max_steps))
+        def one(program: Program) -> None:
+            if not state["failed"]:
+                report.programs += 1
+            else:
+                report.shrink_runs += 1
+            try:
+                check_program(program, backend=backend, dynamic_modes=dynamic_modes, seed=seed)
+            except Exception as e:
+                state["failed"] = True
+                state["last"] = (str(program), f"{type(e).__name__}: {e}")
+                raise
+
+        try:
+            one()
+        except Exception as e:  # noqa: BLE001
+            prog, err = state["last"] or ("?", repr(e))
+            report.failures.append((prog, err))
+            if verbose:
+                print(f"FAILURE (chunk seed {seed + k}):\n{prog}{err}\n", flush=True)
+        if verbose:
+            prefix = f"[job {job}] " if jobs > 1 else ""
+            print(f"{prefix}... {report.programs} programs, {len(report.failures)} failures", flush=True)
+        k += jobs
+    return report
+
+
+def _fuzz_job(kwargs: dict[str, Any]) -> FuzzReport:
+    import logging
+
+    torch._logging.set_logs(all=logging.CRITICAL)
+    return fuzz(**kwargs)
+
+
+LONG_PROGRAMS = 10_000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m viewreplay_harness.fuzz",
+        description="Fuzz torch.compile's view replay (patched torch): random programs of view "
+        "ops, pointwise ops and mutations, eager vs compiled, strict mode.",
+    )
+    parser.add_argument("--programs", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--backend", default="aot_eager", choices=["aot_eager", "inductor"])
+    parser.add_argument("--long", action="store_true", help=f"run {LONG_PROGRAMS} programs")
+    parser.add_argument("--max-steps", type=int, default=6)
+    parser.add_argument("--static-only", action="store_true")
+    parser.add_argument("--dynamic-only", action="store_true")
+    parser.add_argument("--no-shrink", action="store_true")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="processes to split the chunks across")
+    args = parser.parse_args(argv)
+    if args.jobs < 1 or args.programs < 1:
+        parser.error("--jobs and --programs must be at least 1")
+
+    from .cases import view_replay_installed
+
+    if not view_replay_installed():
+        print("the view_replay overlay is not installed in this torch: nothing to fuzz", file=sys.stderr)
+        return 2
+    n = LONG_PROGRAMS if args.long else args.programs
+    modes: tuple[bool, ...] = (False, True)
+    if args.static_only:
+        modes = (False,)
+    elif args.dynamic_only:
+        modes = (True,)
+    import logging
+
+    torch._logging.set_logs(all=logging.CRITICAL)  # Dynamo logs the upstream guard errors loudly
+    start = time.monotonic()
+    common = dict(n_programs=n, seed=args.seed, backend=args.backend, dynamic_modes=modes,
+                  max_steps=args.max_steps, shrink=not args.no_shrink, verbose=True, jobs=args.jobs)
+    if args.jobs == 1:
+        report = fuzz(**common)
+    else:
+        import multiprocessing
+        import signal
+
+        # SIGTERM leaves through the with-block, whose exit terminates the workers.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+            parts = pool.map(_fuzz_job, [dict(common, job=j) for j in range(args.jobs)], chunksize=1)
+        report = FuzzReport(
+            programs=sum(p.programs for p in parts),
+            shrink_runs=sum(p.shrink_runs for p in parts),
+            failures=[f for p in parts for f in p.failures],
+        )
+    print(f"programs run: {report.programs} (+{report.shrink_runs} shrink runs), "
+          f"failures: {len(report.failures)}, {time.monotonic() - start:.0f}s")
+    for prog, err in report.failures:
+        print(f"--- minimal failing program\n{prog}{err}\n")
+    return 1 if report.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

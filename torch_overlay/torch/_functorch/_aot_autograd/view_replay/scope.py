@@ -1,0 +1,83 @@
+"""
+What planning reads: the graph's traced values, once per graph and once per output.
+
+Note [Planning scopes]
+~~~~~~~~~~~~~~~~~~~~~~
+Planning an output's regeneration reads the traced graph: its inputs and user
+outputs (whose runtime values carry a plan's symbols), which inputs the graph
+mutates, and, per output, the traced output, the tensor it is regenerated from
+and what its regeneration is checked against. collect_metadata_analysis builds
+one :class:`GraphScope` per graph and asks it for one :class:`OutputScope` per
+aliased output; the planners take that object instead of threading its parts
+through every layer.
+
+Layering: planning (compile time).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from torch import Tensor
+
+from .spec import Check
+from .symbol_outputs import SymbolOutputs
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GraphScope:
+    """The traced values of one graph that plans may read (Note [Planning scopes])."""
+
+    # The graph's flat traced (functional) inputs.
+    inputs: Sequence[object]
+    # The graph's traced user outputs.
+    outputs: Sequence[object]
+    # Per input: whether the graph mutates its metadata.
+    metadata_mutated: tuple[bool, ...]
+    # Per input: whether the graph mutates its data.
+    data_mutated: tuple[bool, ...]
+    # The SymInt outputs that the graph's plans request (Note [Symbol outputs]).
+    symbol_outputs: SymbolOutputs
+
+    @staticmethod
+    def of(inputs: Sequence[object], outputs: Sequence[object], input_info: Sequence[Any]) -> GraphScope:
+        """Compile-time hook: the scope of a graph, from collect_metadata_analysis's traced
+        inputs, outputs and InputAliasInfos."""
+        return GraphScope(
+            inputs=inputs,
+            outputs=outputs,
+            metadata_mutated=tuple(bool(info.mutates_metadata) for info in input_info),
+            data_mutated=tuple(bool(info.mutates_data) for info in input_info),
+            symbol_outputs=SymbolOutputs(outputs),
+        )
+
+    def output(self, out: Tensor, input_index: int | None) -> OutputScope:
+        """The scope of the aliased output ``out``: of input ``input_index``, or (None) of an
+        intermediate, its autograd base."""
+        data_mutated = input_index is not None and self.data_mutated[input_index]
+        check = Check.SIZE if data_mutated else Check.LAYOUT
+        if input_index is None:
+            return OutputScope(self, out, out._base, check, base_restrided=False)
+        base = self.inputs[input_index]
+        base = base if isinstance(base, Tensor) else None
+        return OutputScope(self, out, base, check, base_restrided=self.metadata_mutated[input_index])
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class OutputScope:
+    """What planning one output's regeneration reads (Note [Planning scopes])."""
+
+    graph: GraphScope
+    # The traced output.
+    output: Tensor
+    # The traced tensor it is regenerated from at runtime.
+    base: Tensor | None
+    # What the regenerated view is checked against.
+    # SIZE for an alias of an input the graph mutates (Note [Aliases of inputs mutated by the
+    # graph]).
+    check: Check
+    # The base is an input whose metadata the graph mutates: the runtime restrides it
+    # before regenerating the output, so no chain recorded off the traced base applies.
+    base_restrided: bool
