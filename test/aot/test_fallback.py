@@ -181,7 +181,9 @@ class TestFallbackKeepsNegativeBit(CompileTestCase):
             (out,) = compiled(*inputs())
             self.assertEqual(out.is_neg(), ref.is_neg())
             self.assertEqual(out.resolve_neg(), ref.resolve_neg())
-            self.assertIn("NO_VIEW_META", fallback_counts())
+            # Regenerated off a itself, after the write-back (Note [Outputs aliasing inputs
+            # merged into a synthetic base]): no fallback any more.
+            self.assertEqual(fallback_counts(), {})
             return
         try:
             (out,) = compiled(*inputs())

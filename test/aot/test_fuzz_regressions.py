@@ -61,9 +61,9 @@ class TestFuzzRegressions(TestCase):
     # Found by the fuzzer (seed 20007); an UPSTREAM bug, not the overlay's: stock 2.13.0 gives
     # the same wrong value. def f(x): v = torch._neg_view(x); x.squeeze_();
     # torch.ops.aten.alias(x); v.add_(1); return (x,) with x = [0.25]: eager -0.75, compiled
-    # 1.25 (the write through the negative view after the input's metadata change is replayed
-    # without the negation). Flips when fixed.
-    @unittest.expectedFailure
+    # 1.25 (the input merged into a synthetic base was rebuilt in the graph without its
+    # negative bit). Fixed by patch 0018: merged_input_view keeps the view's negative and
+    # conjugate bits (Note [Outputs aliasing inputs merged into a synthetic base]).
     def test_write_through_negative_view_after_input_metadata_change(self) -> None:
         from viewreplay_harness.fuzz import InputSpec, Program, Step
 

@@ -23,7 +23,9 @@ from .autograd_chain import custom_function_in_view_chain
 from .call import RegenerationCall
 from .fallback import FallbackReason, ViewReplayFallbackError
 from .multi_output import hide_input_multi_output_aliasing, hide_intermediate_alias
+from .merged_inputs import merged_input_view, MergedInputAlias, regenerate_merged_input_aliases
 from .plan import (
+    defer_merged_input_aliases,
     MixedGradModeViewError,
     output_alias_info_runtime_safe,
     plan_view_replay,
@@ -52,13 +54,17 @@ __all__ = [
     "ViewReplayFallbackError",
     "config",
     "custom_function_in_view_chain",
+    "defer_merged_input_aliases",
     "hide_input_multi_output_aliasing",
     "hide_intermediate_alias",
     "inputs_read_by_replay",
     "make_regenerator",
+    "merged_input_view",
+    "MergedInputAlias",
     "output_alias_info_runtime_safe",
     "plan_view_replay",
     "regenerate_alias",
+    "regenerate_merged_input_aliases",
     "remap_view_replay_inputs",
     "symbol_output_slice",
     "with_dense_intermediate_bases",

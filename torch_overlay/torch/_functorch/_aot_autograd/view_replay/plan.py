@@ -46,13 +46,16 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 from .autograd_chain import mixed_no_grad_steps, taken_under_no_grad
 from .builder import PlanBuilder
 from .fallback import FallbackReason
+from .merged_inputs import MergedInputAlias
 from .multi_output import is_multi_output_view_meta, MULTI_OUTPUT_VIEW_OPS, OP_ARGS_START, OUT_INDEX_POSITION
 from .render import UnrenderableArgument
 from .replay import default_view_replay
 from .scope import OutputScope
 from .spec import (
+    Check,
     Fallback,
     RecordedViewMetas,
+    RegeneratedOutside,
     ReplayPlan,
     Route,
     RuntimeSource,
@@ -237,3 +240,30 @@ def _remapped(binding: SymbolBinding, mapping: dict[int, int | None]) -> SymbolB
     if locator.source is not RuntimeSource.INPUT:
         return binding
     return dataclasses.replace(binding, locator=dataclasses.replace(locator, index=mapping[locator.index]))
+
+
+def defer_merged_input_aliases(outer: Any, inner: Any, synthetic_base_info: Sequence[Any]) -> tuple[MergedInputAlias, ...]:
+    """Compile-time hook (AOTSyntheticBaseWrapper.pre_compile): the outputs of ``outer`` (the
+    metadata before inputs were merged into synthetic bases) that alias or are a merged input
+    and are replayed, which the synthetic-base wrapper regenerates off that input (Note
+    [Outputs aliasing inputs merged into a synthetic base] in merged_inputs.py). Their entries
+    in ``inner.output_info`` get the pass-through route, in place."""
+    # schemas imports this package (through functional_utils): import it when called.
+    from ..schemas import OutputType
+
+    deferred = []
+    for index, info in enumerate(outer.output_info):
+        is_input = info.output_type == OutputType.is_input
+        if not (is_input or info.output_type == OutputType.alias_of_input):
+            continue
+        if not isinstance(synthetic_base_info[info.base_idx], tuple):
+            continue  # its input was not merged
+        view_replay = info.view_replay or default_view_replay(info.view_meta_sequence, replay_views=True)
+        if not is_input and not isinstance(view_replay.route, (ReplayPlan, RecordedViewMetas)):
+            continue  # nothing to replay: the runtime wrapper's as_strided() of the synthetic base is right
+        checked = dataclasses.replace(info, view_replay=dataclasses.replace(view_replay, check=Check.SIZE))
+        deferred.append(MergedInputAlias(index, output_alias_info_runtime_safe(checked), is_input))
+        inner.output_info[index] = dataclasses.replace(
+            inner.output_info[index], view_replay=ViewReplay(RegeneratedOutside(), Check.SIZE)
+        )
+    return tuple(deferred)

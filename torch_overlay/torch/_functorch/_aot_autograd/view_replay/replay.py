@@ -62,6 +62,7 @@ from .spec import (
     Fallback,
     RecordedViewFunction,
     RecordedViewMetas,
+    RegeneratedOutside,
     ReplayPlan,
     RuntimeSource,
     ViewReplay,
@@ -107,6 +108,10 @@ def _patch_requires_grad(out: Tensor, requires_grad: bool) -> Tensor:
     return out
 
 
+def _pass_through(base: Tensor, target: Tensor, call: RegenerationCall) -> Tensor:
+    return target
+
+
 def _replay_recorded(steps: list[Any]) -> ViewFn:
     return lambda base, target, call: _functionalization.apply_view_meta_sequence(base, steps)
 
@@ -128,6 +133,8 @@ class Regenerator:
             self._view, self._what = compiled_plan(route), f"view chain {route.names()}"
         elif isinstance(route, RecordedViewMetas):
             self._view, self._what = _replay_recorded(view_meta_sequence.sequence), repr(view_meta_sequence)
+        elif isinstance(route, RegeneratedOutside):
+            self._view, self._what = _pass_through, "the graph's output, regenerated outside"
         else:
             self._what = ""
 
@@ -148,10 +155,10 @@ class Regenerator:
         try:
             out = self._view(base, target, call)
         except Exception as e:  # noqa: BLE001 - any failure of the replay falls back, checked
-            return _fallback(base, target, FallbackReason.REPLAY_ERROR, f"{self._what}: {type(e).__name__}: {e}")
+            return self._fallback(base, target, FallbackReason.REPLAY_ERROR, f"{self._what}: {type(e).__name__}: {e}")
         if self._check(out, target, base):
             return out
-        return _fallback(
+        return self._fallback(
             base, target, FallbackReason.METADATA_MISMATCH,
             f"{self._what}: replayed size={tuple(out.size())} stride={out.stride()} "
             f"offset={out.storage_offset()} dtype={out.dtype}, output size={tuple(target.size())} "
@@ -161,22 +168,25 @@ class Regenerator:
     def _without_view(self, base: Tensor, target: Tensor) -> Tensor:
         route = self.view_replay.route
         if isinstance(route, Fallback):
-            return _fallback(base, target, route.reason, route.detail)
+            return self._fallback(base, target, route.reason, route.detail)
         assert isinstance(route, RecordedViewFunction)
         if target._base is not None:
             return _replay_view_func(base, target, self._check)
-        return _fallback(base, target, route.reason, f"output of size {tuple(target.size())}")
+        return self._fallback(base, target, route.reason, f"output of size {tuple(target.size())}")
+
+    def _fallback(self, base: Tensor, target: Tensor, reason: FallbackReason, detail: str) -> Tensor:
+        return _fallback(base, target, reason, detail)
 
     def __reduce__(self) -> tuple[Callable[..., Regenerator], tuple[Any, ...]]:
         # Note [Regenerators as source]
         return (Regenerator, (self.view_replay, self.view_meta_sequence, self.requires_grad))
 
 
-def make_regenerator(info: Any) -> Regenerator:
+def make_regenerator(info: Any, kind: type[Regenerator] = Regenerator) -> Regenerator:
     """Runtime-wrapper hook: the regenerator of the aliased output ``info`` (an
     OutputAliasInfo), built once when the runtime wrapper is built."""
     view_replay = info.view_replay or default_view_replay(info.view_meta_sequence, replay_views=True)
-    return Regenerator(view_replay, info.view_meta_sequence, info.requires_grad)
+    return kind(view_replay, info.view_meta_sequence, info.requires_grad)
 
 
 def _replay_view_func(base: Tensor, target: Tensor, check: Callable[[Tensor, Tensor, Tensor], bool]) -> Tensor:

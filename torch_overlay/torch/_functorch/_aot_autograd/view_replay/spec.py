@@ -218,8 +218,15 @@ class ReplayPlan:
         return tuple(sorted(i for i in found if i is not None))
 
 
+@dataclasses.dataclass(frozen=True)
+class RegeneratedOutside:
+    """The runtime wrapper passes the graph's output through: the synthetic-base wrapper
+    regenerates the output off the real input it aliases (Note [Outputs aliasing inputs
+    merged into a synthetic base] in merged_inputs.py)."""
+
+
 # How an aliased output's view is made at runtime.
-Route = ReplayPlan | RecordedViewMetas | RecordedViewFunction | Fallback
+Route = ReplayPlan | RecordedViewMetas | RecordedViewFunction | Fallback | RegeneratedOutside
 
 
 @dataclasses.dataclass(frozen=True)

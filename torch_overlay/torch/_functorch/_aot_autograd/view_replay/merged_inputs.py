@@ -1,0 +1,135 @@
+"""
+Outputs that alias inputs merged into a synthetic base.
+
+Note [Outputs aliasing inputs merged into a synthetic base]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+When the graph mutates an input that another input overlaps (``a`` and ``b``
+views of one tensor, ``a.mul_(2)``), AOTSyntheticBaseWrapper merges them into
+one synthetic base: the compiled function takes the base, rebuilds ``a`` and
+``b`` from it inside the graph, and writes the mutation back to it. Their size,
+stride and storage offset are all that is known of their relation to the base,
+as in eager autograd, so they are rebuilt with as_strided() in the graph
+(:func:`merged_input_view`; functional and compiled with its backward, no
+regeneration of a user-visible output: logged, not counted as a fallback).
+
+An output that aliases ``b`` (``return b[:3]``) was recorded relative to ``b``.
+Upstream remaps its base to the synthetic base and keeps the chain, so the
+runtime wrapper replays ``b``'s chain on the synthetic base, checked on its
+size only: ``b[:3]`` comes back as ``base[:3]`` (wrong values and gradient),
+and ``b[1:].t()`` raises (or, in this queue before this fix, fell back).
+
+Eager returns a view of ``b`` itself, so the output is regenerated where ``b``
+is still at hand: in the synthetic-base wrapper, after the compiled function
+has written the mutation back. At compile time :func:`~plan.defer_merged_input_aliases`
+keeps the output's metadata from before the merge (the chain relative to
+``b``, the outer input indices its plan reads) and gives the inner metadata
+the pass-through route :class:`~spec.RegeneratedOutside`; at runtime
+:func:`regenerate_merged_input_aliases` replays the chain off ``b``, checked on
+its size (the graph's output views the synthetic base's new value, not ``b``).
+An output that is ``b`` itself is ``b``. A fallback of such an output is an
+as_strided() of the synthetic base, which the graph's output views: never of
+``b``, whose offset would count twice.
+
+Only replays move: an output with no chain to replay (a recorded view
+function, a fallback) stays with the runtime wrapper, whose as_strided() off
+the synthetic base is right. Repro, wrong values on stock 2.14.1 and 2.13.0::
+
+    l = torch.randn(10, requires_grad=True); base = l * 1
+    def f(a, b):
+        a.mul_(2)
+        return b[:3]
+    torch.compile(f, backend="aot_eager")(base[0:6], base[2:8])  # base[:3]; eager: b[:3]
+
+Layering: runtime. Imports the data (spec), the call and the regenerators.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .call import RegenerationCall
+from .fallback import FallbackReason, log
+from .replay import make_regenerator, Regenerator
+
+
+@dataclasses.dataclass(frozen=True)
+class MergedInputAlias:
+    """A user output that the synthetic-base wrapper regenerates off the input it aliases."""
+
+    # Its index among the user outputs.
+    output_index: int
+    # Its OutputAliasInfo from before the merge, runtime-safe: base_idx and the inputs its
+    # plan reads are indices of the outer calling convention, its chain starts at the input,
+    # and its view_replay is checked on its size.
+    info: Any
+    # The output is the input itself (OutputType.is_input): nothing to regenerate.
+    is_input: bool
+
+
+def merged_input_view(base: Tensor, view: Tensor) -> Tensor:
+    """Trace-time hook (_unpack_synthetic_bases): the input ``view`` rebuilt from its synthetic
+    ``base`` inside the graph, with as_strided() (Note [Outputs aliasing inputs merged into a
+    synthetic base])."""
+    log.debug("input of size %s rebuilt off its synthetic base with as_strided()", tuple(view.size()))
+    out = base.as_strided(view.size(), view.stride(), view.storage_offset())
+    # as_strided() keeps the base's negative and conjugate bits, not the view's.
+    if out.is_neg() != view.is_neg():
+        out = torch._neg_view(out)
+    if out.is_conj() != view.is_conj():
+        out = out.conj()
+    if out.requires_grad and not view.requires_grad:
+        out = out.detach()
+    return out
+
+
+def _synthetic_base_of(x: Tensor) -> Tensor:
+    # What the synthetic-base wrapper merged x into: its _base, else its whole storage.
+    if x._base is not None:
+        return x._base
+    whole = torch.empty((0,), dtype=x.dtype, device=x.device)
+    return whole.set_(x.untyped_storage())
+
+
+class _MergedInputRegenerator(Regenerator):
+    """A Regenerator whose fallback is an as_strided() of the synthetic base."""
+
+    __slots__ = ()
+
+    def _fallback(self, base: Tensor, target: Tensor, reason: FallbackReason, detail: str) -> Tensor:
+        where = "the output aliases an input merged into a synthetic base, and is taken off that base"
+        return super()._fallback(_synthetic_base_of(base), target, reason, f"{detail} ({where})")
+
+
+def _outer_regenerator(alias: MergedInputAlias) -> Regenerator | None:
+    return None if alias.is_input else make_regenerator(alias.info, _MergedInputRegenerator)
+
+
+def regenerate_merged_input_aliases(
+    fn: Callable[[list[Any]], Any],
+    aliases: tuple[MergedInputAlias, ...],
+    mark_dynamic: Callable[[Tensor, Any], None],
+) -> Callable[[list[Any]], Any]:
+    """Runtime hook (AOTSyntheticBaseWrapper.post_compile): the boxed ``fn`` (it clears its
+    arguments), then each of ``aliases`` regenerated off its outer input."""
+    if not aliases:
+        return fn
+    steps = [(a.output_index, a.info.base_idx, _outer_regenerator(a), a.info.dynamic_dims) for a in aliases]
+
+    def merged_input_aliases(args: list[Any]) -> list[Any]:
+        outer = dict(enumerate(args))
+        outs = list(fn(args))
+        call = RegenerationCall(outer, outs)
+        for index, input_index, regenerate, dynamic_dims in steps:
+            x = outer[input_index]
+            outs[index] = x if regenerate is None else regenerate(x, outs[index], call)
+            if dynamic_dims:
+                mark_dynamic(outs[index], dynamic_dims)
+        return outs
+
+    merged_input_aliases._boxed_call = True  # type: ignore[attr-defined]
+    return merged_input_aliases
