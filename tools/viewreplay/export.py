@@ -32,6 +32,7 @@ from viewreplay.checkout import make_checkout
 from viewreplay.gitrepo import check_upstream_checkout, git, git_show, numbering_style, patch_identity, patch_subject
 from viewreplay.pin import (
     OVERLAY_DIR,
+    PINS_DIR,
     OVERLAY_PACKAGE,
     SERIES_FILE,
     TEST_PREFIX,
@@ -119,6 +120,10 @@ def compute_export(repo: Repo, checkout: Path, *, numbering: str = "auto") -> Ex
         for old in repo.patches:
             if old.name not in names:
                 result.files[f"patches/{old.name}"] = None
+        # An older pin's own form of a patch the series drops goes with it.
+        for own in sorted((repo.root / PINS_DIR).glob("*/patches/*.patch")):
+            if own.name not in names:
+                result.files[own.relative_to(repo.root).as_posix()] = None
         result.files[SERIES_FILE.as_posix()] = _series_text(repo, names).encode()
     for rel in tip:
         result.files[_tip_destination(rel)] = git_show(checkout, "HEAD", rel)

@@ -23,7 +23,15 @@ from .autograd_chain import custom_function_in_view_chain
 from .call import RegenerationCall
 from .fallback import FallbackReason, ViewReplayFallbackError
 from .multi_output import hide_input_multi_output_aliasing, hide_intermediate_alias
-from .merged_inputs import merged_input_view, MergedInputAlias, regenerate_merged_input_aliases
+from .merged_inputs import (
+    check_merged_input_layouts,
+    merged_input_layouts,
+    merged_input_view,
+    MergedInputAlias,
+    MergedInputLayout,
+    overlapping_input_offsets,
+    regenerate_merged_input_aliases,
+)
 from .plan import (
     defer_merged_input_aliases,
     MixedGradModeViewError,
@@ -44,6 +52,7 @@ from .symbol_outputs import symbol_output_slice, with_symbol_outputs
 
 
 __all__ = [
+    "check_merged_input_layouts",
     "FallbackReason",
     "GraphScope",
     "MixedGradModeViewError",
@@ -59,9 +68,12 @@ __all__ = [
     "hide_intermediate_alias",
     "inputs_read_by_replay",
     "make_regenerator",
+    "merged_input_layouts",
     "merged_input_view",
     "MergedInputAlias",
+    "MergedInputLayout",
     "output_alias_info_runtime_safe",
+    "overlapping_input_offsets",
     "plan_view_replay",
     "regenerate_alias",
     "regenerate_merged_input_aliases",

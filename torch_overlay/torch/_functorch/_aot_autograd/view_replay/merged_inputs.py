@@ -40,17 +40,44 @@ the synthetic base is right. Repro, wrong values on stock 2.14.1 and 2.13.0::
         return b[:3]
     torch.compile(f, backend="aot_eager")(base[0:6], base[2:8])  # base[:3]; eager: b[:3]
 
+Note [Layouts of inputs merged into a synthetic base]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+The graph rebuilds each merged input from the synthetic base with the size,
+stride and storage offset it had when the graph was traced. Dynamo guards (or
+binds, with dynamic shapes) the inputs' sizes and strides, but not their
+storage offsets: the offset is a constant of the graph. So a call whose ``a``
+starts elsewhere in the base reuses the graph, and the mutation and the
+outputs silently land on the elements of the traced offset (upstream too).
+:func:`merged_input_layouts` records each merged input's traced offset (with
+dynamic shapes, the value of its symbol: no input of the graph carries it),
+and :func:`check_merged_input_layouts` compares every call's merged inputs
+with them before the graph runs: a call that differs raises, naming the
+argument, rather than computing on the wrong elements. (Stock recompiles for
+some offsets by accident, when duck sizing equated an offset with a size.) For
+the same reason the offsets of inputs that share a storage are part of the
+AOTAutograd cache key (:func:`overlapping_input_offsets`): an entry traced for
+other offsets would only raise. Repro (stock 2.14.1 and
+2.13.0, any backend, static or dynamic)::
+
+    f = torch.compile(lambda a, b: (a.mul_(2), b * 1)[1])
+    base = torch.randn(10, 3, requires_grad=True) * 1
+    f(base[1:7], base[2:8])
+    f(base[3:9], base[2:8])  # reuses the graph: rows 1-6 doubled, not 3-8
+
 Layering: runtime. Imports the data (spec), the call and the regenerators.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from .call import RegenerationCall
 from .fallback import FallbackReason, log
@@ -133,3 +160,75 @@ def regenerate_merged_input_aliases(
 
     merged_input_aliases._boxed_call = True  # type: ignore[attr-defined]
     return merged_input_aliases
+
+
+@dataclasses.dataclass(frozen=True)
+class MergedInputLayout:
+    """Where the graph assumes an input merged into a synthetic base starts (Note [Layouts of
+    inputs merged into a synthetic base])."""
+
+    # The input's index among the compiled function's flat arguments (SymInts included).
+    input_index: int
+    # Its storage offset when the graph was traced.
+    storage_offset: int
+
+
+def _traced_value(value: int | torch.SymInt) -> int:
+    return value if isinstance(value, int) else value.node.hint
+
+
+def merged_input_layouts(synthetic_base_info: list[Any]) -> tuple[MergedInputLayout, ...]:
+    """Compile-time hook (AOTSyntheticBaseWrapper.pre_compile): the storage offset every merged
+    input had when the graph was traced (a symbolic one's value: no input of the graph carries
+    the symbol, so the graph was traced for that value)."""
+    return tuple(
+        MergedInputLayout(index, _traced_value(entry[1].storage_offset()))
+        for index, entry in enumerate(synthetic_base_info)
+        if not isinstance(entry, int)
+    )
+
+
+def _layout_error(layout: MergedInputLayout, x: Tensor) -> RuntimeError:
+    return RuntimeError(
+        f"argument {layout.input_index} overlaps another input that the graph mutates, so the "
+        f"compiled graph rebuilds it off their common base at the storage offset it was traced "
+        f"with, {layout.storage_offset}; this call passes it at storage offset {x.storage_offset()}, "
+        "which Dynamo does not guard. Compile again for this layout (torch._dynamo.reset()), or "
+        "pass inputs that do not overlap (Note [Layouts of inputs merged into a synthetic base])"
+    )
+
+
+def check_merged_input_layouts(
+    fn: Callable[[list[Any]], Any], layouts: tuple[MergedInputLayout, ...]
+) -> Callable[[list[Any]], Any]:
+    """Runtime hook (AOTSyntheticBaseWrapper.post_compile): the boxed ``fn``, called once every
+    merged input starts where the graph assumes; raises otherwise."""
+    if not layouts:
+        return fn
+
+    def merged_input_layouts_checked(args: list[Any]) -> Any:
+        for layout in layouts:
+            if args[layout.input_index].storage_offset() != layout.storage_offset:
+                raise _layout_error(layout, args[layout.input_index])
+        return fn(args)
+
+    merged_input_layouts_checked._boxed_call = True  # type: ignore[attr-defined]
+    return merged_input_layouts_checked
+
+
+def _storage_key(x: Any) -> StorageWeakRef | None:
+    if not isinstance(x, Tensor) or is_traceable_wrapper_subclass(x):
+        return None
+    return StorageWeakRef(x.untyped_storage())
+
+
+def overlapping_input_offsets(example_inputs: Sequence[Any]) -> tuple[int | None, ...]:
+    """Cache-key hook (AOTAutogradCacheDetails): each input's storage offset where it shares
+    its storage with another input, else None (Note [Layouts of inputs merged into a synthetic
+    base])."""
+    keys = [_storage_key(x) for x in example_inputs]
+    shared = Counter(k for k in keys if k is not None)
+    return tuple(
+        _traced_value(x.storage_offset()) if k is not None and shared[k] > 1 else None
+        for x, k in zip(example_inputs, keys)
+    )
