@@ -342,6 +342,43 @@ class TestFuzzRegressions(TestCase):
             with self.subTest(name):
                 _check(program)
 
+    def _pieces_of_an_intermediate(self):
+        # (x * 2).unbind(0), first and last piece returned: with upstream's hidden multi-output
+        # aliasing (view_replay.config.hide_multi_output_view_aliasing) the oracle must fail.
+        from viewreplay_harness.fuzz import InputSpec, Program, Step
+
+        return Program(
+            inputs=(InputSpec((4, 4)),),
+            steps=(Step("pointwise", "mul", 0), Step("view", "unbind", 1)),
+            outputs=(2, 3),
+        )
+
+    def test_oracle_sees_base_and_version_counter_classes(self) -> None:
+        # Hidden pieces come back with no common base; eager's share one.
+        from torch._functorch._aot_autograd.view_replay import config
+        from viewreplay_harness.fuzz import Mismatch
+
+        program = self._pieces_of_an_intermediate()
+        _check(program)
+        with config.patch(hide_multi_output_view_aliasing=True):
+            with self.assertRaisesRegex(Mismatch, r"_base roots \(outputs, then inputs\) differ"):
+                _check(program)
+
+    def test_oracle_runs_inplace_then_backward(self) -> None:
+        # On hidden pieces, out[0].mul_(3) is accepted where eager raises (a piece of a
+        # multi-output view).
+        import torch
+        from torch._functorch._aot_autograd.view_replay import config
+        from viewreplay_harness.fuzz import compare_inplace_then_backward, Mismatch
+
+        program = self._pieces_of_an_intermediate()
+        fn = program.function()
+        compare_inplace_then_backward(fn, torch.compile(fn, backend="aot_eager"), program, 0, 0)
+        torch._dynamo.reset()
+        with config.patch(hide_multi_output_view_aliasing=True):
+            compiled = torch.compile(fn, backend="aot_eager")
+            with self.assertRaisesRegex(Mismatch, r"output 0.mul_\(3\), then backward through output 1: eager"):
+                compare_inplace_then_backward(fn, compiled, program, 0, 0)
 
 if __name__ == "__main__":
     run_tests()

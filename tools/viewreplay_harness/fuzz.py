@@ -26,7 +26,14 @@ inputs and must agree on
   *are* (``is``) which inputs;
 * the inputs after the call (mutations: values and metadata);
 * the gradients of every leaf after backward through a weighted sum of the differentiable
-  outputs (or the type of the error backward raises).
+  outputs (or the type of the error backward raises);
+* the alias structure (``parity.alias_structure``): for every output and input, which tensor is
+  the root of its autograd view chain (``_base``) and which tensors share its version counter;
+* in-place on each output, then backward through each other differentiable output, on fresh
+  inputs (``parity.inplace_then_backward``): eager's gradients, or an error of eager's type at
+  eager's step. Not checked for a run that fell back (an accepted fallback's ``as_strided()``
+  output is the deficiency the entry accepts), nor where EXCLUSIONS drop output identity or
+  intermediate aliases, nor after an in-place metadata change of an intermediate (EXCLUSIONS).
 
 Strict mode (``view_replay.config.strict``) is on: a fallback raises
 ``ViewReplayFallbackError``. A fallback whose reason is in :data:`ACCEPTED_FALLBACKS` and
@@ -64,6 +71,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from .parity import alias_structure, inplace_then_backward, same_outcome
 
 
 # ---------------------------------------------------------------------------------------------
@@ -892,6 +901,39 @@ def compare(
             raise Mismatch(f"grad of leaf {i} differs: eager {r.grad}, compiled {o.grad}")
 
 
+def compare_alias_structure(ref: RunResult, res: RunResult) -> None:
+    """Raise :class:`Mismatch` where the outputs and inputs of ``res`` have other ``_base`` roots
+    or version-counter sharing than eager's ``ref`` (probing bumps their version counters: call
+    it last)."""
+    eager = alias_structure(ref.outputs, ref.inputs)
+    compiled = alias_structure(res.outputs, res.inputs)
+    if eager.bases != compiled.bases:
+        raise Mismatch(f"_base roots (outputs, then inputs) differ: eager {eager.bases}, compiled {compiled.bases}")
+    if eager.version_counters != compiled.version_counters:
+        raise Mismatch(f"version-counter sharing (outputs, then inputs) differs: eager "
+                       f"{eager.version_counters}, compiled {compiled.version_counters}")
+
+
+def compare_inplace_then_backward(
+    fn: Callable[..., Any], compiled: Callable[..., Any], program: Program, size_index: int, seed: int
+) -> None:
+    """For every output ``i`` and every other differentiable output ``j``, on fresh inputs:
+    ``out[i].mul_(3)`` then backward through ``out[j]`` must give eager's gradients or an error
+    of eager's type at eager's step; raise :class:`Mismatch` otherwise."""
+    make = lambda: make_inputs(program, size_index, seed)  # noqa: E731
+    outs = _run(fn, program, size_index, seed).outputs
+    differentiable = [j for j, o in enumerate(outs) if o.requires_grad and o.is_floating_point()]
+    for i in range(len(outs)):
+        for j in differentiable:
+            if i == j:
+                continue
+            eager, comp = inplace_then_backward(fn, make, i, j), inplace_then_backward(compiled, make, i, j)
+            if not same_outcome(eager, comp, tol=1e-4):
+                detail = "gradients differ" if eager.error is None and comp.error is None else (
+                    f"eager {eager.error or 'no error'}, compiled {comp.error or 'no error'}")
+                raise Mismatch(f"output {i}.mul_(3), then backward through output {j}: {detail}")
+
+
 def check_program(
     program: Program,
     *,
@@ -908,6 +950,12 @@ def check_program(
     feats = program.features()
     if "metadata_mutation_of_self_returning_view" in feats:
         return  # EXCLUSIONS: "in-place metadata change through a self-returning view"
+    # EXCLUSIONS: where identity or intermediate aliases are not compared, neither are bases.
+    parity_checked = (
+        "self_returning_view" not in feats and "copy_from_an_alias" not in feats
+        and "intermediate_metadata_mutation" not in feats
+        and (backend != "inductor" or "unsafe_view_producer" not in feats)
+    )
     for dynamic in dynamic_modes:
         strict = True
         while True:
@@ -952,6 +1000,10 @@ def check_program(
                         or "unsafe_view_producer" not in feats,
                         check_results="copy_from_an_alias" not in feats,
                     )
+                    if strict and ref.error is None and res.error is None and parity_checked:
+                        compare_alias_structure(ref, res)
+                        with config.patch(strict=True):
+                            compare_inplace_then_backward(fn, compiled, program, size_index, seed)
                 except Mismatch as e:
                     raise Mismatch(f"dynamic={dynamic} size#{size_index}: {e}") from e
             if not retry:
