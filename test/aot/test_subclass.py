@@ -22,8 +22,7 @@ import textwrap
 
 import torch
 import torch._dynamo
-import torch.distributed as dist
-from torch.distributed.tensor import DeviceMesh, distribute_tensor, Replicate, Shard
+from torch.distributed.tensor import distribute_tensor, Replicate, Shard
 from torch.testing._internal.common_utils import (
     instantiate_parametrized_tests,
     parametrize,
@@ -32,7 +31,14 @@ from torch.testing._internal.common_utils import (
 )
 from torch.testing._internal.two_tensor import TwoTensor
 
-from view_replay_testing import CompileTestCase, autograd_nodes, fallback_counts, PATCHED, strict_view_replay
+from view_replay_testing import (
+    CompileTestCase,
+    autograd_nodes,
+    fallback_counts,
+    PATCHED,
+    strict_view_replay,
+    world_size_one_mesh,
+)
 
 
 def two_tensor(n: int = 6, m: int = 4) -> TwoTensor:
@@ -176,13 +182,7 @@ class TestDTensorWorldSizeOne(CompileTestCase):
     @classmethod
     def setUpClass(cls) -> None:
         super().setUpClass()
-        dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
-        cls.mesh = DeviceMesh("cpu", [0])
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        dist.destroy_process_group()
-        super().tearDownClass()
+        cls.mesh = world_size_one_mesh()
 
     def _compile_and_run(self, fn, placement: str, dynamic: bool, stock_error: str):
         """Compiled and eager on equal DTensors: (x, xe, outputs, eager outputs), checked alike.
@@ -264,10 +264,11 @@ WORLD_SIZE_TWO_SCRIPT = textwrap.dedent(
         "view": lambda x: (x.view(-1),),
         "slice_t": lambda x: (x[1:].t(),),
         "intermediate": lambda x: (lambda o: (o[1:], o.t()))(x * 2),
+        "unbind": lambda x: x.unbind(1),
     }
     for placement in (Shard(0), Shard(1), Replicate()):
         for name, fn in programs.items():
-            if name == "view" and placement == Shard(1):
+            if name in ("view", "unbind") and placement == Shard(1):
                 continue
             key = f"{name}/{placement}"
             torch._dynamo.reset()
@@ -294,6 +295,8 @@ WORLD_SIZE_TWO_SCRIPT = textwrap.dedent(
                 "eager_outputs_share_storage": len({r.to_local().untyped_storage().data_ptr() for r in refs}) == 1,
                 "grad_equal": torch.equal(x.grad.full_tensor(), xe.grad.full_tensor()),
                 "eager_grad_fn": [type(r.grad_fn).__name__ for r in refs],
+                "bases_are_input": [o._base is x for o in outs],
+                "eager_bases_are_input": [r._base is xe for r in refs],
             }
     print("RESULT " + json.dumps(results))
     dist.destroy_process_group()
@@ -332,15 +335,21 @@ class TestDTensorWorldSizeTwo(TestCase):
                 if p.poll() is None:
                     p.kill()
         for results in outputs:
-            self.assertEqual(len(results), 8)
+            self.assertEqual(len(results), 10)
             for key, r in results.items():
                 with self.subTest(key=key):
+                    if not PATCHED and key.startswith("unbind/"):
+                        # Fresh outer storages: plain outputs (test_subclass_parity.py).
+                        self.assertEqual(r["bases_are_input"], [False] * 4)
+                        self.assertEqual(r["eager_bases_are_input"], [True] * 4)
+                        continue
                     if not PATCHED:
                         stock_error = "ANY output aliasing" if key.startswith("intermediate/") else (
                             "as_strided not supported with DTensor")
                         self.assertEqual(r, {"error": stock_error})
                         continue
                     self.assertEqual(r["grad_fn"], r["eager_grad_fn"])
+                    self.assertEqual(r["bases_are_input"], r["eager_bases_are_input"])
                     self.assertTrue(r["placements_equal"])
                     self.assertTrue(r["local_equal"])
                     self.assertTrue(r["global_equal"])

@@ -7,6 +7,7 @@ the patched wheel (showing the fixes), of every pin; ``PATCHED`` says which.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -51,6 +52,19 @@ class CompileTestCase(TestCase):
         super().setUp()
         torch._dynamo.reset()
         counters.clear()
+
+
+@functools.cache
+def world_size_one_mesh() -> Any:
+    """A DeviceMesh over an in-process gloo group of world size 1, made once per process and
+    kept to its end: DTensor ops run on one mesh, then on a new mesh after the group was
+    destroyed and made again, break a later compile ("Node tangents_2 was invalid, but is
+    output" in the partitioner), so every test module of a process shares this one."""
+    import torch.distributed as dist
+    from torch.distributed.tensor import DeviceMesh
+
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    return DeviceMesh("cpu", [0])
 
 
 def fallback_counts() -> dict[str, int]:
@@ -108,4 +122,5 @@ __all__ = [
     "observable_strides",
     "storage_sharing",
     "strict_view_replay",
+    "world_size_one_mesh",
 ]

@@ -47,11 +47,12 @@ from .replay import (
 )
 from .scope import GraphScope
 from .spec import SymbolOutput, ViewReplay
-from .subclass import with_dense_intermediate_bases
+from .subclass import aliased_storage, with_dense_intermediate_bases
 from .symbol_outputs import symbol_output_slice, with_symbol_outputs
 
 
 __all__ = [
+    "aliased_storage",
     "check_merged_input_layouts",
     "FallbackReason",
     "GraphScope",

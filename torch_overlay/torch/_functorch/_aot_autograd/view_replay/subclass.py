@@ -32,7 +32,8 @@ from typing import Any, TYPE_CHECKING
 import torch
 from torch import Tensor
 from torch._subclasses.functional_tensor import FunctionalTensorMode
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass, TorchDispatchMode
 
 from . import config
 from .builder import PlanBuilder
@@ -148,3 +149,36 @@ def with_dense_intermediate_bases(
     dense_outputs = sum(m.arg_count if isinstance(m, SubclassCreationMeta) else 1 for m in base_metas)
     # replace() reruns __post_init__, which recomputes the forward/saved-tensor slices.
     return dataclasses.replace(dense_meta, num_intermediate_bases=dense_outputs)
+
+
+# Note [Subclass views on a fresh outer storage]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# AOTAutograd finds what an output aliases by its storage. A wrapper
+# subclass's outer tensor need not share its base's storage even where
+# autograd tracks it as a view: DTensor's multi-output views (x.unbind(1),
+# x.split(2, 1) of a Shard(0) x) are new wrappers on a fresh outer storage,
+# though their local tensors are views and eager's ``piece._base is x``. The
+# storage test then calls each piece an intermediate that nothing else aliases,
+# and upstream returns it from the compiled function as a plain output: no
+# ``_base``, no version counter shared with ``x``, and in-place on a piece is
+# accepted where eager raises. For a subclass output that autograd made as a
+# piece of a multi-output view (CreationMeta.MULTI_OUTPUT_NODE),
+# ``aliased_storage`` answers with the storage of its autograd base, so the
+# output is classified (and regenerated, one call per group: Note [Multi-output
+# views]) as the alias eager returns. Other outputs keep their own storage:
+# plain tensors (a view's storage is its base's), and single-output subclass
+# views, which a subclass may make on a fresh storage off an internal base
+# (a nested jagged tensor's transpose has a ``_base`` that is not the input;
+# upstream returns it as a plain output, and so do we).
+
+
+def aliased_storage(out: Tensor) -> StorageWeakRef:
+    """Compile-time hook: the storage AOTAutograd's alias analysis files ``out`` under
+    (Note [Subclass views on a fresh outer storage])."""
+    if (
+        is_traceable_wrapper_subclass(out)
+        and out._is_view()
+        and torch._C._autograd._get_creation_meta(out) == torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE
+    ):
+        return StorageWeakRef(out._base.untyped_storage())
+    return StorageWeakRef(out.untyped_storage())
