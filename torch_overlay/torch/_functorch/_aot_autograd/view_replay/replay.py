@@ -42,6 +42,23 @@ recorded at the fallback point like any other as_strided() regeneration.
 When the base does not require grad there is no node to look at; the
 metadata is still verified, and no backward exists that could be slowed.
 
+Note [Aliases of intermediates copied by the graph]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+An alias of an intermediate normally leaves the graph as a view of the base
+the graph returns, so the replayed view can be checked against its layout.
+Inductor may return it as a copy on another storage instead (the view of a
+matmul whose result is then mutated: ``v = x @ w3d; a = v[:, 1:]; v.add_(1);
+return a, v[:, :1]`` with dynamic shapes), whose strides and offset say
+nothing about the base. Upstream's as_strided() with the copy's layout then
+reads other elements of the base: silently wrong values (stock 2.14.1 and
+2.13.0, inductor, dynamic=True). Such an output (Check.INTERMEDIATE, target
+on another storage) is not checked against the copy's layout: a plan that
+reads nothing off the copy's strides or offset (its arguments come from the
+base, the inputs or sizes) gives eager's view, and is checked on size and
+dtype; a plan that does read them cannot be trusted, and the copy itself is
+returned at the fallback point with the reason (eager's values, not a view of
+the base), as it is wherever this output falls back.
+
 Layering: runtime. Imports the data (spec) and the runtime modules; never a
 planning module.
 """
@@ -59,6 +76,7 @@ from .call import RegenerationCall, ViewFn
 from .codegen import compiled_plan
 from .fallback import as_strided_fallback, FallbackReason, record_fallback
 from .spec import (
+    Check,
     Fallback,
     RecordedViewFunction,
     RecordedViewMetas,
@@ -67,7 +85,7 @@ from .spec import (
     RuntimeSource,
     ViewReplay,
 )
-from .verify import cross_storage_shift, VERIFIERS
+from .verify import cross_storage_shift, on_other_storage, VERIFIERS
 
 
 def default_view_replay(view_meta_sequence: Any, replay_views: bool) -> ViewReplay:
@@ -119,7 +137,7 @@ def _replay_recorded(steps: list[Any]) -> ViewFn:
 class Regenerator:
     """The regeneration of one aliased output, its route resolved once."""
 
-    __slots__ = ("view_replay", "view_meta_sequence", "requires_grad", "_view", "_check", "_what")
+    __slots__ = ("view_replay", "view_meta_sequence", "requires_grad", "_view", "_check", "_what", "_trusts_copies")
 
     def __init__(self, view_replay: ViewReplay, view_meta_sequence: Any, requires_grad: bool) -> None:
         self.view_replay = view_replay
@@ -137,6 +155,11 @@ class Regenerator:
             self._view, self._what = _pass_through, "the graph's output, regenerated outside"
         else:
             self._what = ""
+        # Note [Aliases of intermediates copied by the graph]
+        self._trusts_copies = view_replay.check is Check.INTERMEDIATE and (
+            isinstance(route, RecordedViewMetas)
+            or isinstance(route, ReplayPlan) and not route.reads_target_layout()
+        )
 
     def __call__(self, base: Tensor, target: Tensor, call: RegenerationCall) -> Tensor:
         if self.view_replay.no_grad:
@@ -156,7 +179,7 @@ class Regenerator:
             out = self._view(base, target, call)
         except Exception as e:  # noqa: BLE001 - any failure of the replay falls back, checked
             return self._fallback(base, target, FallbackReason.REPLAY_ERROR, f"{self._what}: {type(e).__name__}: {e}")
-        if self._check(out, target, base):
+        if self._check(out, target, base) or self._trusted_off_copy(out, base, target):
             return out
         return self._fallback(
             base, target, FallbackReason.METADATA_MISMATCH,
@@ -174,7 +197,21 @@ class Regenerator:
             return _replay_view_func(base, target, self._check)
         return self._fallback(base, target, route.reason, f"output of size {tuple(target.size())}")
 
+    def _trusted_off_copy(self, out: Tensor, base: Tensor, target: Tensor) -> bool:
+        # Note [Aliases of intermediates copied by the graph]
+        return (
+            self._trusts_copies
+            and out.dtype == target.dtype
+            and out.size() == target.size()
+            and on_other_storage(base, target)
+        )
+
     def _fallback(self, base: Tensor, target: Tensor, reason: FallbackReason, detail: str) -> Tensor:
+        if self.view_replay.check is Check.INTERMEDIATE and on_other_storage(base, target):
+            # Note [Aliases of intermediates copied by the graph]: the copy's layout says
+            # nothing about the base, so no as_strided() off it.
+            record_fallback(reason, f"{detail}; the graph's output is a copy off the base, returned as it is")
+            return target
         return _fallback(base, target, reason, detail)
 
     def __reduce__(self) -> tuple[Callable[..., Regenerator], tuple[Any, ...]]:

@@ -59,7 +59,7 @@ class GraphScope:
         data_mutated = input_index is not None and self.data_mutated[input_index]
         check = Check.SIZE if data_mutated else Check.LAYOUT
         if input_index is None:
-            return OutputScope(self, out, out._base, check, base_restrided=False)
+            return OutputScope(self, out, out._base, Check.INTERMEDIATE, base_restrided=False)
         base = self.inputs[input_index]
         base = base if isinstance(base, Tensor) else None
         return OutputScope(self, out, base, check, base_restrided=self.metadata_mutated[input_index])

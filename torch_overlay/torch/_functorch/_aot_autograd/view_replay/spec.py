@@ -40,6 +40,11 @@ class Check(enum.Enum):
     # Size and dtype only: the graph's output views another value than the base, the new
     # value of an input the graph mutates (Note [Aliases of inputs mutated by the graph]).
     SIZE = "size"
+    # LAYOUT, for an alias of an intermediate; where the graph's output is not on the base's
+    # storage (a copy), size and dtype for a plan that reads nothing off that output's
+    # layout, else the graph's output itself (Note [Aliases of intermediates copied by the
+    # graph] in replay.py).
+    INTERMEDIATE = "intermediate"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,6 +216,13 @@ class ReplayPlan:
     def names(self) -> tuple[str, ...]:
         """The steps' ViewMeta classes or ops, for logs."""
         return tuple(s.view_meta if isinstance(s, ViewMetaStep) else s.op for s in self.steps)
+
+    def reads_target_layout(self) -> bool:
+        """Whether a symbol is read off the graph's output's strides or storage offset."""
+        return any(
+            b.locator.source is RuntimeSource.TARGET and b.locator.field is not MetadataField.SIZE
+            for b in self.symbols
+        )
 
     def indices_read(self, source: RuntimeSource) -> tuple[int, ...]:
         """The graph inputs (INPUT) or user outputs (OUTPUT) whose values the plan reads."""

@@ -118,4 +118,12 @@ def _same_size(out: Tensor, target: Tensor, base: Tensor) -> bool:
 VERIFIERS: dict[Check, Callable[[Tensor, Tensor, Tensor], bool]] = {
     Check.LAYOUT: _layout_on_base,
     Check.SIZE: _same_size,
+    Check.INTERMEDIATE: _layout_on_base,
 }
+
+
+def on_other_storage(base: Tensor, target: Tensor) -> bool:
+    """Whether the dense ``target`` lives on another storage than the dense ``base``."""
+    if type(base) is not Tensor or type(target) is not Tensor:
+        return False
+    return base.untyped_storage()._cdata != target.untyped_storage()._cdata
