@@ -45,6 +45,7 @@ from .replay import (
     regenerate_alias,
     Regenerator,
 )
+from .saved_tensors import share_returned_version_counters
 from .scope import GraphScope
 from .spec import SymbolOutput, ViewReplay
 from .subclass import aliased_storage, with_dense_intermediate_bases
@@ -79,6 +80,7 @@ __all__ = [
     "regenerate_alias",
     "regenerate_merged_input_aliases",
     "remap_view_replay_inputs",
+    "share_returned_version_counters",
     "symbol_output_slice",
     "with_dense_intermediate_bases",
     "with_symbol_outputs",

@@ -42,6 +42,7 @@ from typing import Any
 import torch
 from torch import Tensor
 from torch._subclasses.functional_tensor import FunctionalTensor
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from . import config
 from .autograd_chain import has_no_grad_steps
@@ -71,21 +72,25 @@ def hide_input_multi_output_aliasing() -> bool:
 
 
 def hide_intermediate_alias(
-    out: Tensor, num_aliased_outs: int, num_aliased_outs_not_multi_output: int
+    out: Tensor, num_aliased_outs: int, num_aliased_outs_not_multi_output: int, graph_has_backward: bool
 ) -> bool:
     """Compile-time hook: whether an output aliasing an intermediate is returned
     as a plain output (via _unsafe_view) instead of being regenerated.
 
     Upstream hides it when it is the only output on its storage, or when all
     other outputs on it are multi-output views. In faithful mode, a piece of a
-    multi-output view is always regenerated (Note [Multi-output views]); an
-    output that is the only alias of its storage and no such piece stays hidden
-    (nothing else can observe the aliasing).
+    multi-output view is always regenerated (Note [Multi-output views]), and so
+    is a plain alias of an intermediate of a graph with a backward (Note [Saved
+    tensors on the storage of a returned tensor] in saved_tensors.py); in a
+    graph without one, an output that is the only alias of its storage and no
+    such piece stays hidden.
     """
     if has_no_grad_steps(out):
         return False  # regenerated off its base: Note [Views taken under no_grad]
     if config.hide_multi_output_view_aliasing:
         return num_aliased_outs == 1 or num_aliased_outs_not_multi_output <= 1
+    if graph_has_backward and not is_traceable_wrapper_subclass(out):
+        return False
     is_piece = isinstance(out, FunctionalTensor) and torch._functionalize_is_multi_output_view(  # type: ignore[attr-defined]
         out.elem
     )

@@ -40,6 +40,9 @@ class GraphScope:
     data_mutated: tuple[bool, ...]
     # The SymInt outputs that the graph's plans request (Note [Symbol outputs]).
     symbol_outputs: SymbolOutputs
+    # Whether some output requires grad: the graph has a backward, which may save
+    # intermediates (Note [Saved tensors on the storage of a returned tensor]).
+    has_backward: bool
 
     @staticmethod
     def of(inputs: Sequence[object], outputs: Sequence[object], input_info: Sequence[Any]) -> GraphScope:
@@ -51,6 +54,7 @@ class GraphScope:
             metadata_mutated=tuple(bool(info.mutates_metadata) for info in input_info),
             data_mutated=tuple(bool(info.mutates_data) for info in input_info),
             symbol_outputs=SymbolOutputs(outputs),
+            has_backward=any(isinstance(o, Tensor) and o.requires_grad for o in outputs),
         )
 
     def output(self, out: Tensor, input_index: int | None) -> OutputScope:

@@ -1,0 +1,70 @@
+"""
+Saved tensors that share a storage with a tensor the compiled forward returns.
+
+Note [Saved tensors on the storage of a returned tensor]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Eager's backward sees an in-place change of a tensor it saved through the
+version counter that the tensor shares with its views: in
+    v = x @ w3d; a = v[-1]; b = x @ a; return a, b
+``b``'s backward saves ``a``, and ``a.mul_(3)`` then ``b.sum().backward()``
+raises "modified by an inplace operation". The compiled forward returns ``a``
+(or the intermediate base it is regenerated from) and saves a tensor on the
+same storage, but not one that shares its version counter: upstream hides the
+alias of an intermediate behind ``_unsafe_view`` (a new tensor with a counter of
+its own), and inductor saves a ``reinterpret_tensor`` of the returned buffer
+(an alias that autograd does not track). The in-place change then goes
+unnoticed and the backward silently computes with the changed values (stock
+2.14.1 and 2.13.0, aot_eager and inductor, static and dynamic).
+
+``share_returned_version_counters`` replaces each such saved tensor, before it
+is saved, by the same view of the returned tensor taken through ``detach()``
+(only tensors the forward returns on a storage it allocated: a saved input
+keeps its own counter, which is the caller's):
+it shares the returned tensor's storage and version counter, as eager's saved
+view does, and holds no reference to the returned tensor itself (whose
+``grad_fn`` will hold the saved tensors: no reference cycle). A call costs one
+pass over the returned and the saved tensors.
+
+Layering: runtime. Imports nothing of the overlay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from torch import Tensor
+
+
+# OutputAliasInfo.output_type names of user outputs on a storage the graph allocated (schemas
+# imports this package: compared by name).
+_FRESH_OUTPUT_TYPES = frozenset({
+    "non_alias", "unsafe_view_alias", "alias_of_intermediate", "alias_of_intermediate_save_as_output",
+    "alias_of_intermediate_base_is_user_output",
+})
+
+
+def _fresh_returns(fw_outs: Sequence[object], metadata: Any) -> list[Tensor]:
+    """The plain tensors the forward returns on a storage it allocated: user outputs that alias
+    no input, and the intermediate bases (never an input's storage, so never a saved input's)."""
+    first = metadata.num_mutated_inp_runtime_indices
+    outputs = fw_outs[first : first + metadata.num_outputs]
+    bases = fw_outs[first + metadata.num_outputs : metadata.num_forward_returns]
+    fresh = [o for o, info in zip(outputs, metadata.output_info) if info.output_type.name in _FRESH_OUTPUT_TYPES]
+    return [t for t in (*fresh, *bases) if type(t) is Tensor and t.untyped_storage().nbytes()]
+
+
+def share_returned_version_counters(saved: list[Tensor], fw_outs: Sequence[object], metadata: Any) -> list[Tensor]:
+    """Runtime-wrapper hook: ``saved``, each plain tensor on the storage of a tensor that the
+    forward returns on a storage it allocated (but not that tensor) replaced by the same view
+    of it (Note [Saved tensors on the storage of a returned tensor]). ``metadata`` is the
+    graph's ViewAndMutationMeta."""
+    by_storage = {r.untyped_storage()._cdata: r for r in _fresh_returns(fw_outs, metadata)}
+    if not by_storage:
+        return saved
+    shared = list(saved)
+    for i, t in enumerate(saved):
+        r = by_storage.get(t.untyped_storage()._cdata) if type(t) is Tensor else None
+        if r is not None and r is not t and r.dtype == t.dtype:
+            shared[i] = r.detach().as_strided(t.size(), t.stride(), t.storage_offset())
+    return shared
