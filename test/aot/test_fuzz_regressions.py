@@ -337,6 +337,29 @@ class TestFuzzRegressions(TestCase):
                 steps=(Step("view", "conj", 0), Step("mutation", "t_", 1)),
                 outputs=(1,),
             ),
+            # Found by fuzz --long with the alias-structure oracle: a view of detach()'s result
+            # has it as its _base in eager, a replayed copy of it compiled (EXCLUSIONS: "_base
+            # of a view of an untracked view").
+            "view of a detached input": Program(
+                inputs=(InputSpec((1,), requires_grad=False),),
+                steps=(Step("view", "detach", 0), Step("view", "alias", 1)),
+                outputs=(1, 2),
+            ),
+            # In-place on an output the backward saved, then backward through another: the
+            # compiled backward is one node and raises (EXCLUSIONS: "in-place on a saved output,
+            # then backward through another output").
+            "in-place on a saved output": Program(
+                inputs=(InputSpec((1, 1, 2), requires_grad=False), InputSpec((2, 2), requires_grad=True)),
+                steps=(Step("unsafe_view", "matmul", 0, 1), Step("unsafe_view", "matmul", 2, 1), Step("view", "select", 3)),
+                outputs=(4, 2, 2),
+            ),
+            # A dtype view of a view of an _unsafe_view result falls back (accepted_fallbacks:
+            # UNREADABLE_VIEW_META, untracked_view_of_unsafe_view).
+            "dtype view of a matmul's row": Program(
+                inputs=(InputSpec((1, 3, 1), requires_grad=True),),
+                steps=(Step("unsafe_view", "matmul_self", 0), Step("view", "select", 1), Step("view", "view_dtype", 2)),
+                outputs=(2, 3),
+            ),
         }
         for name, program in cases.items():
             with self.subTest(name):
@@ -379,6 +402,22 @@ class TestFuzzRegressions(TestCase):
             compiled = torch.compile(fn, backend="aot_eager")
             with self.assertRaisesRegex(Mismatch, r"output 0.mul_\(3\), then backward through output 1: eager"):
                 compare_inplace_then_backward(fn, compiled, program, 0, 0)
+
+    def test_inplace_on_a_saved_view_then_backward_raises(self) -> None:
+        # Found by fuzz --long with the in-place oracle (chunk seed 4); an UPSTREAM silent wrong
+        # gradient, fixed by patch 0022 (Note [Saved tensors on the storage of a returned
+        # tensor]): v = x @ w; a = v[-1]; b = x @ a; a.mul_(3) then backward through b used
+        # the tripled a where eager raises.
+        from viewreplay_harness.fuzz import InputSpec, Program, Step
+
+        _check(
+            Program(
+                inputs=(InputSpec((1, 1, 1), requires_grad=True),),
+                steps=(Step("unsafe_view", "matmul_self", 0), Step("view", "select", 1), Step("unsafe_view", "matmul", 0, 2)),
+                outputs=(2, 3),
+            )
+        )
+
 
 if __name__ == "__main__":
     run_tests()

@@ -94,6 +94,8 @@ class InplaceOutcome:
     error: tuple[str, str] | None
     # The gradients of the leaves, in order (None where a leaf got none).
     grads: tuple[torch.Tensor | None, ...]
+    # The error's message (not compared).
+    message: str = dataclasses.field(default="", compare=False)
 
 
 def inplace_then_backward(
@@ -107,11 +109,11 @@ def inplace_then_backward(
     try:
         outs[i].mul_(3)
     except RuntimeError as e:
-        return InplaceOutcome(("inplace", type(e).__name__), ())
+        return InplaceOutcome(("inplace", type(e).__name__), (), str(e))
     try:
         outs[j].sum().backward()
     except RuntimeError as e:
-        return InplaceOutcome(("backward", type(e).__name__), ())
+        return InplaceOutcome(("backward", type(e).__name__), (), str(e))
     return InplaceOutcome(None, tuple(leaf.grad for leaf in leaves))
 
 
