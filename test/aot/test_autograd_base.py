@@ -8,8 +8,6 @@ inside the chain])."""
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 from torch.testing._internal.common_utils import (
     instantiate_parametrized_tests,
@@ -21,8 +19,8 @@ from view_replay_testing import (
     CompileTestCase,
     fallback_counts,
     PATCHED,
+    stock_213_cache_off,
     strict_view_replay,
-    TORCH_2_14,
 )
 from viewreplay_harness.parity import differences
 
@@ -66,17 +64,6 @@ STOCK_STATIC_WRONG = {
 }
 
 
-def _stock_213_cache_off(backend: str) -> contextlib.AbstractContextManager[None]:
-    """Stock 2.13 with inductor: no AOTAutograd cache. Its entries pickle ``_unsafe_view``'s
-    ViewMeta through an accessor that reads freed memory (Note [Reading ViewMeta arguments],
-    fixed upstream in 2.14), so ``matmul_two_views`` compiled again in-process (a recompile that
-    hits the entry) regenerates its outputs with garbage sizes or segfaults. test_view_meta_args
-    documents that bug in a subprocess; here the cache is off so stock's base bug shows alone."""
-    if PATCHED or TORCH_2_14 or backend != "inductor":
-        return contextlib.nullcontext()
-    return torch._functorch.config.patch(enable_autograd_cache=False)
-
-
 class TestAutogradBaseInsideChain(CompileTestCase):
     @parametrize("backend", ["aot_eager", "inductor"])
     @parametrize("dynamic", [False, True])
@@ -85,7 +72,7 @@ class TestAutogradBaseInsideChain(CompileTestCase):
         fn, sizes = PROGRAMS[name]
         compiled = torch.compile(fn, backend=backend, dynamic=dynamic)
         for make_inputs in sizes:
-            with strict_view_replay(), _stock_213_cache_off(backend):
+            with strict_view_replay(), stock_213_cache_off(backend):
                 found = differences(fn, compiled, make_inputs)
             if PATCHED:
                 self.assertEqual(found, [])

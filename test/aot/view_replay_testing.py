@@ -67,6 +67,18 @@ def world_size_one_mesh() -> Any:
     return DeviceMesh("cpu", [0])
 
 
+def stock_213_cache_off(backend: str) -> contextlib.AbstractContextManager[None]:
+    """Stock 2.13 with inductor: no AOTAutograd cache. Its entries pickle ``_unsafe_view``'s
+    ViewMeta through an accessor that reads freed memory (Note [Reading ViewMeta arguments],
+    fixed upstream in 2.14), so a function with a matmul's view compiled again in-process (a
+    recompile that hits the entry) regenerates its outputs with garbage sizes or segfaults.
+    test_view_meta_args documents that bug in a subprocess; elsewhere the cache is off so the
+    stock bug a test is about shows alone."""
+    if PATCHED or TORCH_2_14 or backend != "inductor":
+        return contextlib.nullcontext()
+    return torch._functorch.config.patch(enable_autograd_cache=False)
+
+
 def fallback_counts() -> dict[str, int]:
     return dict(counters["view_replay_fallback"])
 
@@ -121,6 +133,7 @@ __all__ = [
     "fallback_counts",
     "observable_strides",
     "storage_sharing",
+    "stock_213_cache_off",
     "strict_view_replay",
     "world_size_one_mesh",
 ]
