@@ -353,6 +353,14 @@ class TestFuzzRegressions(TestCase):
                 steps=(Step("unsafe_view", "matmul", 0, 1), Step("unsafe_view", "matmul", 2, 1), Step("view", "select", 3)),
                 outputs=(4, 2, 2),
             ),
+            # Without grad, a view of a matmul result changed in place afterwards gets a base
+            # of its own (EXCLUSIONS: "alias structure of a mutated _unsafe_view result without
+            # grad"; stock identical).
+            "view of a mutated matmul result without grad": Program(
+                inputs=(InputSpec((1, 1, 1), requires_grad=False),),
+                steps=(Step("unsafe_view", "matmul_self", 0), Step("view", "select", 1), Step("mutation", "add_", 1)),
+                outputs=(2, 1),
+            ),
             # A dtype view of a view of an _unsafe_view result falls back (accepted_fallbacks:
             # UNREADABLE_VIEW_META, untracked_view_of_unsafe_view).
             "dtype view of a matmul's row": Program(
