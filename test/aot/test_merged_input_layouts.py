@@ -64,6 +64,24 @@ class TestMergedInputLayouts(CompileTestCase):
         with self.assertRaisesRegex(RuntimeError, "at storage offset 9, which Dynamo does not guard"):
             _call(compiled, 3)
 
+    @parametrize("backend", ["aot_eager", "inductor"])
+    def test_offset_that_duck_sizing_binds(self, backend: str) -> None:
+        # a = x[1:] starts at x.size(1): duck sizing makes the offset that size's symbol, Dynamo
+        # guards it, and the graph rebuilds a where each call has it. Nothing to refuse (found
+        # by fuzz --long, where the check used to raise at the second size).
+        compiled = torch.compile(mutate_a_read_row_0_of_x, backend=backend, dynamic=True)
+        for shape in ((3, 2), (5, 4)):
+            x = torch.randn(shape)
+            xe = x.clone()
+            out = compiled(x, x[1:])
+            self.assertEqual(out, mutate_a_read_row_0_of_x(xe, xe[1:]))
+            self.assertEqual(x, xe)
+
+
+def mutate_a_read_row_0_of_x(x, a):
+    a.add_(1)
+    return x[0] * 1
+
 
 instantiate_parametrized_tests(TestMergedInputLayouts)
 

@@ -43,6 +43,22 @@ class TestMergedInputLayouts(TestCase):
         self.assertFalse(dynamic is False, "a static graph is never recompiled here: it must raise")
         self.assertEqual(result, self._call(mutate_a_read_b, 7))
 
+    @parametrize("backend", ["aot_eager", "inductor"])
+    def test_offset_bound_to_a_size_follows_the_call(self, backend):
+        # x[1:] starts at x.size(1): duck sizing binds the offset to that symbol and Dynamo
+        # guards it, so the graph rebuilds a where each call has it.
+        def mutate_a_read_x(x, a):
+            a.add_(1)
+            return x[0] * 1
+
+        torch._dynamo.reset()
+        compiled = torch.compile(mutate_a_read_x, backend=backend, dynamic=True)
+        for shape in ((3, 2), (5, 4)):
+            x = torch.randn(shape)
+            xe = x.clone()
+            self.assertEqual(compiled(x, x[1:]), mutate_a_read_x(xe, xe[1:]))
+            self.assertEqual(x, xe)
+
 
 instantiate_parametrized_tests(TestMergedInputLayouts)
 

@@ -52,8 +52,10 @@ outputs silently land on the elements of the traced offset (upstream too).
 dynamic shapes, the value of its symbol: no input of the graph carries it),
 and :func:`check_merged_input_layouts` compares every call's merged inputs
 with them before the graph runs: a call that differs raises, naming the
-argument, rather than computing on the wrong elements. (Stock recompiles for
-some offsets by accident, when duck sizing equated an offset with a size.) For
+argument, rather than computing on the wrong elements. Where duck sizing made
+an offset one of the inputs' size or stride symbols (``x[1:]`` of an ``(n,
+m)`` ``x`` starts at ``m``), Dynamo guards it and the graph rebuilds the input
+at its value: that offset is not checked (:func:`merged_input_layouts`). For
 the same reason the offsets of inputs that share a storage are part of the
 AOTAutograd cache key (:func:`overlapping_input_offsets`): an entry traced for
 other offsets would only raise. Repro (stock 2.14.1 and
@@ -177,14 +179,27 @@ def _traced_value(value: int | torch.SymInt) -> int:
     return value if isinstance(value, int) else value.node.hint
 
 
+def _offset_bound_by_sizes(offset: int | torch.SymInt, views: Sequence[Tensor]) -> bool:
+    """Whether ``offset`` is an expression of the merged inputs' size and stride symbols (duck
+    sizing made it one): Dynamo guards it, and the graph rebuilds the input at its value."""
+    if isinstance(offset, int):
+        return False
+    bound = {
+        symbol for view in views for n in (*view.size(), *view.stride())
+        if isinstance(n, torch.SymInt) for symbol in n.node.expr.free_symbols
+    }
+    return offset.node.expr.free_symbols <= bound
+
+
 def merged_input_layouts(synthetic_base_info: list[Any]) -> tuple[MergedInputLayout, ...]:
     """Compile-time hook (AOTSyntheticBaseWrapper.pre_compile): the storage offset every merged
-    input had when the graph was traced (a symbolic one's value: no input of the graph carries
-    the symbol, so the graph was traced for that value)."""
+    input had when the graph was traced, where the graph rebuilds it at that value: a constant,
+    or a symbol that no size or stride of the merged inputs carries."""
+    views = [entry[1] for entry in synthetic_base_info if not isinstance(entry, int)]
     return tuple(
         MergedInputLayout(index, _traced_value(entry[1].storage_offset()))
         for index, entry in enumerate(synthetic_base_info)
-        if not isinstance(entry, int)
+        if not isinstance(entry, int) and not _offset_bound_by_sizes(entry[1].storage_offset(), views)
     )
 
 
