@@ -22,6 +22,7 @@ from . import config
 from .autograd_chain import custom_function_in_view_chain
 from .call import RegenerationCall
 from .fallback import FallbackReason, ViewReplayFallbackError
+from .fresh_views import detach_returned_views, may_return_as_views
 from .multi_output import hide_input_multi_output_aliasing, hide_intermediate_alias
 from .merged_inputs import (
     check_merged_input_layouts,
@@ -66,10 +67,12 @@ __all__ = [
     "config",
     "custom_function_in_view_chain",
     "defer_merged_input_aliases",
+    "detach_returned_views",
     "hide_input_multi_output_aliasing",
     "hide_intermediate_alias",
     "inputs_read_by_replay",
     "make_regenerator",
+    "may_return_as_views",
     "merged_input_layouts",
     "merged_input_view",
     "MergedInputAlias",
