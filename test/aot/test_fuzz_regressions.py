@@ -426,6 +426,91 @@ class TestFuzzRegressions(TestCase):
             )
         )
 
+    # Found by the third fuzz --long run with the in-place oracle (chunk seeds 27, 30/89, 41/60,
+    # 67/71/77, 66): one program per finding.
+
+    def test_fresh_tensor_mutated_through_an_alias_takes_inplace(self) -> None:
+        # UPSTREAM (stock identical, aot_eager), fixed by patch 0023 (Note [Fresh outputs the
+        # graph returns as views]): v1 = v0.clone(); torch.ops.aten.alias(v1).add_(1); return
+        # v0, v1: the graph returned v1 as a view of its intermediate, and v1.mul_(3) raised
+        # "Output 0 of CompiledFunction is a view and is being modified inplace".
+        from viewreplay_harness.fuzz import InputSpec, Program, Step
+
+        _check(
+            Program(
+                inputs=(InputSpec((1,), requires_grad=True),),
+                steps=(Step("pointwise", "clone", 0), Step("view", "alias", 1), Step("mutation", "add_", 2)),
+                outputs=(0, 1),
+            )
+        )
+
+    def test_inplace_on_a_mutated_input_then_backward_is_a_documented_gap(self) -> None:
+        # UPSTREAM, documented (fuzz_acceptance.toml, [[inplace_then_backward_gaps]]): x.add_(1);
+        # return x, x @ w; x.mul_(3) after the call, then backward through the product: eager
+        # raises, compiled (stock identically) returns the gradient of the forward's x.
+        from viewreplay_harness.fuzz import InputSpec, Program, Step
+
+        _check(
+            Program(
+                inputs=(
+                    InputSpec((1, 1, 1), requires_grad=False),
+                    InputSpec((1, 1), requires_grad=True),
+                ),
+                steps=(Step("mutation", "add_", 0), Step("unsafe_view", "matmul", 0, 1)),
+                outputs=(0, 2),
+            )
+        )
+
+    def test_metadata_change_of_an_unsafe_view_result_falls_back(self) -> None:
+        # Accepted fallbacks (UNREADABLE_VIEW_META static, REPLAY_ERROR dynamic, feature
+        # unsafe_view_metadata_mutation): v = x.unsqueeze(0).expand(2, *x.shape).flatten(0, 1);
+        # v.as_strided_((2, 2), (1, 2)); return (torch.ops.aten.alias(v),).
+        from viewreplay_harness.fuzz import InputSpec, Program, Step
+
+        _check(
+            Program(
+                inputs=(InputSpec((2,), requires_grad=True),),
+                steps=(
+                    Step("unsafe_view", "expand_flatten", 0),
+                    Step("mutation", "as_strided_", 1),
+                    Step("view", "alias", 1),
+                ),
+                outputs=(2,),
+            )
+        )
+
+    def test_merged_input_offset_bound_to_a_size_is_not_refused(self) -> None:
+        # An overlay bug, fixed: a = x[1:] starts at x.size(1), which duck sizing binds, so
+        # Dynamo guards it; the layout check raised at the second size with dynamic=True
+        # (Note [Layouts of inputs merged into a synthetic base]).
+        from viewreplay_harness.fuzz import InputSpec, Program, Step
+
+        _check(
+            Program(
+                inputs=(InputSpec((3, 2), requires_grad=False), InputSpec((), requires_grad=False, of=0, view="slice")),
+                steps=(Step("view", "alias", 0), Step("mutation", "add_", 1)),
+                outputs=(0,),
+            )
+        )
+
+    def test_permute_of_an_intermediate_changed_in_place_is_a_known_upstream_error(self) -> None:
+        # UPSTREAM (stock identical): the permute is replayed off the intermediate after its
+        # unsqueeze_ while tracing (fuzz_acceptance.toml, [[known_upstream_errors]]).
+        from viewreplay_harness.fuzz import InputSpec, Program, Step
+
+        _check(
+            Program(
+                inputs=(InputSpec((1, 1, 1), requires_grad=False), InputSpec((1, 1), requires_grad=True)),
+                steps=(
+                    Step("unsafe_view", "matmul", 0, 1),
+                    Step("view", "select", 2),
+                    Step("view", "permute", 2),
+                    Step("mutation", "unsqueeze_", 2),
+                ),
+                outputs=(3, 4),
+            )
+        )
+
 
 if __name__ == "__main__":
     run_tests()
