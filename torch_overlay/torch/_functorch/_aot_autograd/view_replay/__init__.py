@@ -23,7 +23,7 @@ from .autograd_chain import custom_function_in_view_chain
 from .call import RegenerationCall
 from .fallback import FallbackReason, ViewReplayFallbackError
 from .fresh_views import detach_returned_views, may_return_as_views
-from .grad_free_views import regenerate_off_user_output
+from .grad_free_views import regenerate_without_grad
 from .multi_output import hide_input_multi_output_aliasing, hide_intermediate_alias
 from .merged_inputs import (
     check_merged_input_layouts,
@@ -83,7 +83,7 @@ __all__ = [
     "plan_view_replay",
     "regenerate_alias",
     "regenerate_merged_input_aliases",
-    "regenerate_off_user_output",
+    "regenerate_without_grad",
     "remap_view_replay_inputs",
     "share_returned_version_counters",
     "symbol_output_slice",
