@@ -23,6 +23,7 @@ from .autograd_chain import custom_function_in_view_chain
 from .call import RegenerationCall
 from .fallback import FallbackReason, ViewReplayFallbackError
 from .fresh_views import detach_returned_views, may_return_as_views
+from .function_views import FunctionViews
 from .grad_free_views import regenerate_without_grad
 from .multi_output import hide_input_multi_output_aliasing, hide_intermediate_alias
 from .merged_inputs import (
@@ -38,6 +39,7 @@ from .plan import (
     defer_merged_input_aliases,
     MixedGradModeViewError,
     output_alias_info_runtime_safe,
+    plan_function_views,
     plan_view_replay,
     remap_view_replay_inputs,
 )
@@ -49,7 +51,7 @@ from .replay import (
 )
 from .saved_tensors import share_returned_version_counters
 from .scope import GraphScope
-from .spec import SymbolOutput, ViewReplay
+from .spec import FunctionViewBase, SymbolOutput, ViewReplay
 from .subclass import aliased_storage, with_dense_intermediate_bases
 from .symbol_outputs import symbol_output_slice, with_symbol_outputs
 
@@ -58,6 +60,8 @@ __all__ = [
     "aliased_storage",
     "check_merged_input_layouts",
     "FallbackReason",
+    "FunctionViewBase",
+    "FunctionViews",
     "GraphScope",
     "MixedGradModeViewError",
     "RegenerationCall",
@@ -80,6 +84,7 @@ __all__ = [
     "MergedInputLayout",
     "output_alias_info_runtime_safe",
     "overlapping_input_offsets",
+    "plan_function_views",
     "plan_view_replay",
     "regenerate_alias",
     "regenerate_merged_input_aliases",

@@ -19,8 +19,9 @@ class RegenerationCall:
     """The values that the regenerations of one runtime call share: the runtime wrapper makes
     one per call of the compiled function."""
 
-    # The graph's inputs that the runtime wrapper kept, by flat index.
-    inputs: Mapping[int, object]
+    # The graph's inputs that the runtime wrapper kept, by flat index; all of them in the
+    # autograd.Function's forward (Note [Custom-Function views returned as views]).
+    inputs: Mapping[int, object] | Sequence[object]
     # The graph's outputs, raw (before regeneration).
     outputs: Sequence[object]
     # The multi-output view calls made so far (Note [Multi-output views]).

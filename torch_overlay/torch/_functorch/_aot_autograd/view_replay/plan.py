@@ -50,10 +50,12 @@ from .merged_inputs import MergedInputAlias
 from .multi_output import is_multi_output_view_meta, MULTI_OUTPUT_VIEW_OPS, OP_ARGS_START, OUT_INDEX_POSITION
 from .render import UnrenderableArgument
 from .replay import default_view_replay
-from .scope import OutputScope
+from .scope import GraphScope, OutputScope
 from .spec import (
+    BaseHolder,
     Check,
     Fallback,
+    FunctionViewBase,
     RecordedViewMetas,
     RegeneratedOutside,
     ReplayPlan,
@@ -183,6 +185,51 @@ def plan_view_replay(scope: OutputScope, view_meta_sequence: Any) -> ViewReplay:
     elif replay_views and is_traceable_wrapper_subclass(scope.output) and not scope.base_restrided:
         route = plan_subclass_view_chain(scope)
     return ViewReplay(route, scope.check, no_grad=taken_under_no_grad(scope.output))
+
+
+def plan_function_views(
+    scope: GraphScope, output_info: list[Any], intermediate_bases: Sequence[Tensor], view_meta_sequence: Callable[[Tensor], Any]
+) -> None:
+    """Compile-time hook: give each custom-Function view in ``output_info`` (the graph's
+    OutputAliasInfos, replaced in place) whose base the compiled forward holds its
+    FunctionViewBase and ViewReplay (Note [Custom-Function views returned as views]);
+    ``view_meta_sequence`` records a traced output's ViewMetas."""
+    # schemas imports this package (through functional_utils): import it when called.
+    from ..schemas import OutputType
+
+    fresh = [info.output_type == OutputType.non_alias for info in output_info]
+    for i, info in enumerate(output_info):
+        out = scope.outputs[i]
+        if info.output_type != OutputType.custom_function_view or out._base is None:
+            continue
+        found = _function_view_base(scope, out._base, fresh, intermediate_bases)
+        if found is None:
+            continue
+        sequence = view_meta_sequence(out)
+        input_index = found.index if found.holder is BaseHolder.INPUT else None
+        output_info[i] = dataclasses.replace(
+            info,
+            view_meta_sequence=sequence,
+            view_replay=plan_view_replay(scope.output(out, input_index), sequence),
+            function_view_base=found,
+        )
+
+
+def _function_view_base(
+    scope: GraphScope, base: Tensor, fresh: Sequence[bool], intermediate_bases: Sequence[Tensor]
+) -> FunctionViewBase | None:
+    """Where the compiled forward holds ``base``: an input it does not mutate, a user output
+    that aliases nothing, or an intermediate base; None where it does not."""
+    for index, inp in enumerate(scope.inputs):
+        if inp is base and not (scope.metadata_mutated[index] or scope.data_mutated[index]):
+            return FunctionViewBase(BaseHolder.INPUT, index)
+    for index, out in enumerate(scope.outputs):
+        if out is base and fresh[index]:
+            return FunctionViewBase(BaseHolder.USER_OUTPUT, index)
+    for index, intermediate in enumerate(intermediate_bases):
+        if intermediate is base:
+            return FunctionViewBase(BaseHolder.INTERMEDIATE_BASE, index)
+    return None
 
 
 def output_alias_info_runtime_safe(out_info: Any) -> Any:

@@ -253,6 +253,29 @@ class ViewReplay:
     no_grad: bool = False
 
 
+class BaseHolder(enum.Enum):
+    """Where the compiled autograd.Function's forward holds a custom-Function view's base."""
+
+    # Among the graph's inputs (the forward's arguments).
+    INPUT = "input"
+    # Among the user outputs it returns.
+    USER_OUTPUT = "user_output"
+    # Among the intermediate bases it returns.
+    INTERMEDIATE_BASE = "intermediate_base"
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionViewBase:
+    """``OutputAliasInfo.function_view_base`` of a custom-Function view that the compiled
+    autograd.Function returns as a view of its base (Note [Custom-Function views returned as
+    views] in function_views.py)."""
+
+    # Where the compiled forward holds the base.
+    holder: BaseHolder
+    # Its index there.
+    index: int
+
+
 @dataclasses.dataclass(frozen=True)
 class SymbolOutput:
     """``OutputAliasInfo.symbol_output`` of a SymInt output the graph returns for view replay
