@@ -298,6 +298,13 @@ class TestFuzzRegressions(TestCase):
                 steps=(Step("pointwise", "add_y", 0, 0), Step("mutation", "unsqueeze_", 1), Step("view", "alias", 1)),
                 outputs=(1, 2),
             ),
+            # The same with t_, where the replay raises: REPLAY_ERROR (accepted; stock returns
+            # the intermediate as a view).
+            "split of an intermediate transposed in place": Program(
+                inputs=(InputSpec((1, 2), requires_grad=False),),
+                steps=(Step("pointwise", "clone", 0), Step("mutation", "t_", 1), Step("view", "split_with_sizes", 1)),
+                outputs=(1, 2),
+            ),
             # Views of an intermediate, then unsqueeze_ of it: eager's backward raises, compiled
             # code (stock too) does not.
             "backward after a base's metadata change": Program(
