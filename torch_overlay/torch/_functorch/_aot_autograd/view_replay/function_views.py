@@ -41,6 +41,8 @@ Scope:
     too: their runtime metadata is rebuilt without this field.
   - Graphs without a backward keep it: there is no autograd.Function, and the
     runtime wrapper returns the graph's output as it is.
+  - Graphs with effect tokens keep it: the tokens shift the forward's arguments
+    and returns, which the base positions do not count.
 Cost: one view replay per such output and call.
 
 Layering: runtime. Imports the runtime pieces (call, replay) and the data (spec).
