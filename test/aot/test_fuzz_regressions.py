@@ -546,6 +546,21 @@ class TestFuzzRegressions(TestCase):
             with self.subTest(name):
                 _check(program)
 
+    def test_inplace_on_an_output_whose_piece_sin_saved_raises(self) -> None:
+        # UPSTREAM (stock identical; fuzz --long run 7), fixed by patch 0026 (Note [Version
+        # witnesses]): v1 = x * 2; a, b = v1.split(2); return b, v1, a.sin(); v1.mul_(3),
+        # then backward through the sin: eager raises, the partitioner saved cos(a) and
+        # stock returned the gradient of the forward's v1 (test_version_witnesses.py).
+        from viewreplay_harness.fuzz import InputSpec, Program, Step
+
+        _check(
+            Program(
+                inputs=(InputSpec((4, 3), requires_grad=True),),
+                steps=(Step("pointwise", "mul", 0), Step("view", "split", 1), Step("pointwise", "sin", 2)),
+                outputs=(3, 1, 4),
+            )
+        )
+
 
 if __name__ == "__main__":
     run_tests()

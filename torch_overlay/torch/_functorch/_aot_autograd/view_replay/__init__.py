@@ -54,6 +54,7 @@ from .scope import GraphScope
 from .spec import FunctionViewBase, SymbolOutput, ViewReplay
 from .subclass import aliased_storage, with_dense_intermediate_bases
 from .symbol_outputs import symbol_output_slice, with_symbol_outputs
+from .version_witnesses import eager_saved_returns, input_nodes, version_witnesses
 
 
 __all__ = [
@@ -73,8 +74,10 @@ __all__ = [
     "custom_function_in_view_chain",
     "defer_merged_input_aliases",
     "detach_returned_views",
+    "eager_saved_returns",
     "hide_input_multi_output_aliasing",
     "hide_intermediate_alias",
+    "input_nodes",
     "inputs_read_by_replay",
     "make_regenerator",
     "may_return_as_views",
@@ -92,6 +95,7 @@ __all__ = [
     "remap_view_replay_inputs",
     "share_returned_version_counters",
     "symbol_output_slice",
+    "version_witnesses",
     "with_dense_intermediate_bases",
     "with_symbol_outputs",
 ]
