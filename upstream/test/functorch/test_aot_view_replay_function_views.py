@@ -37,6 +37,10 @@ def function_view_of_shared_intermediate(x):
     return SliceF.apply(z), z.t()
 
 
+def view_after_function_of_hidden_intermediate(x):
+    return SliceF.apply(x * 2).t()
+
+
 class TestCustomFunctionViewsReturnedAsViews(TestCase):
     def setUp(self):
         super().setUp()
@@ -66,6 +70,21 @@ class TestCustomFunctionViewsReturnedAsViews(TestCase):
             self.assertEqual(a._version, version + 1)
             with self.assertRaisesRegex(RuntimeError, "another view of its base has been modified inplace"):
                 a.sum().backward()
+
+    @parametrize("dynamic", [False, True])
+    def test_view_of_a_hidden_intermediate_is_a_view(self, dynamic):
+        fn = view_after_function_of_hidden_intermediate
+        compiled = torch.compile(fn, backend="inductor", dynamic=dynamic)
+        x = torch.randn(4, 3, requires_grad=True)
+        xe = x.detach().clone().requires_grad_()
+        a = compiled(x)
+        self.assertIsNotNone(a._base)
+        self.assertEqual(a, fn(xe))
+        a.sum().backward()
+        fn(xe).sum().backward()
+        self.assertEqual(x.grad, xe.grad)  # SliceF's backward
+        with self.assertRaisesRegex(RuntimeError, "is a view and is being modified inplace"):
+            a.mul_(3)
 
 
 instantiate_parametrized_tests(TestCustomFunctionViewsReturnedAsViews)

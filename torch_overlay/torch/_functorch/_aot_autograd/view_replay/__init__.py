@@ -42,6 +42,8 @@ from .plan import (
     plan_function_views,
     plan_view_replay,
     remap_view_replay_inputs,
+    returns_function_view_base,
+    saves_function_view_base,
 )
 from .replay import (
     inputs_read_by_replay,
@@ -93,6 +95,8 @@ __all__ = [
     "regenerate_merged_input_aliases",
     "regenerate_without_grad",
     "remap_view_replay_inputs",
+    "returns_function_view_base",
+    "saves_function_view_base",
     "share_returned_version_counters",
     "symbol_output_slice",
     "version_witnesses",

@@ -28,22 +28,24 @@ gives a gradient where eager raises.
 At compile time (plan.plan_function_views) such an output whose ``_base`` the
 compiled forward has in hand gets a FunctionViewBase and a ViewReplay: a graph
 input the graph does not mutate, a user output that aliases nothing, or an
-intermediate base. At runtime :class:`FunctionViews` replays the output's view
+intermediate base. A hidden intermediate that no intermediate base holds yet
+(``SliceF.apply(x * 2).t()``) becomes one for it
+(plan.returns_function_view_base; graph capture returns it after the bases of
+the outputs before it, plan.saves_function_view_base). At runtime :class:`FunctionViews` replays the output's view
 chain off that base inside the autograd.Function's forward (under no_grad, so
 no view node is recorded), before the Function wraps its outputs: the output is
 then eager's view of eager's base, with its creation meta, and its backward is
 still the compiled Function's. The replay is checked as every regeneration is,
 with the one as_strided() fallback point (Note [View replay fallback]).
 Scope:
-  - A custom-Function view of a hidden intermediate that no other output
-    aliases keeps upstream's behaviour: the forward does not return its base.
-  - Graphs whose inputs are deduplicated or merged into a synthetic base keep it
-    too: their runtime metadata is rebuilt without this field.
+  - Graphs whose inputs are deduplicated or merged into a synthetic base keep
+    upstream's behaviour: their runtime metadata is rebuilt without this field.
   - Graphs without a backward keep it: there is no autograd.Function, and the
     runtime wrapper returns the graph's output as it is.
   - Graphs with effect tokens keep it: the tokens shift the forward's arguments
     and returns, which the base positions do not count.
-Cost: one view replay per such output and call.
+Cost: one view replay per such output and call; a hidden base is one more
+output of the forward (and tangent of the backward).
 
 Layering: runtime. Imports the runtime pieces (call, replay) and the data (spec).
 """

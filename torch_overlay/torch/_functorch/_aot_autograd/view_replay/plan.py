@@ -41,6 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from torch import Tensor
+from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from .autograd_chain import mixed_no_grad_steps, taken_under_no_grad
@@ -213,6 +214,29 @@ def plan_function_views(
             view_replay=plan_view_replay(scope.output(out, input_index), sequence),
             function_view_base=found,
         )
+
+
+def returns_function_view_base(scope: GraphScope, out: Tensor) -> bool:
+    """Compile-time hook: whether the forward returns the ``_base`` of the custom-Function view
+    ``out`` as a new intermediate base, for FunctionViews to replay ``out`` off (Note
+    [Custom-Function views returned as views]): in graphs with a backward, for a plain traced
+    output whose base is a hidden intermediate (no graph input or user output) that no
+    intermediate base holds yet (the caller's check)."""
+    base = out._base
+    return (
+        scope.has_backward
+        and type(out) is FunctionalTensor
+        and base is not None
+        and not any(base is t for t in (*scope.inputs, *scope.outputs))
+    )
+
+
+def saves_function_view_base(info: Any, num_bases: int) -> bool:
+    """Graph-capture hook: whether the forward returns the ``_base`` of ``info``'s output (an
+    OutputAliasInfo) as the intermediate base after the ``num_bases`` returned for the outputs
+    before it: the base :func:`returns_function_view_base` added for this custom-Function view."""
+    found = info.function_view_base
+    return found is not None and found.holder is BaseHolder.INTERMEDIATE_BASE and found.index == num_bases
 
 
 def _function_view_base(
