@@ -54,7 +54,7 @@ from .replay import (
 from .saved_tensors import share_returned_version_counters
 from .scope import GraphScope
 from .spec import FunctionViewBase, SymbolOutput, ViewReplay
-from .subclass import aliased_storage, with_dense_intermediate_bases
+from .subclass import aliased_storage, with_dense_input_mutations, with_dense_intermediate_bases
 from .symbol_outputs import symbol_output_slice, with_symbol_outputs
 from .version_witnesses import eager_saved_returns, input_nodes, version_witnesses
 
@@ -100,6 +100,7 @@ __all__ = [
     "share_returned_version_counters",
     "symbol_output_slice",
     "version_witnesses",
+    "with_dense_input_mutations",
     "with_dense_intermediate_bases",
     "with_symbol_outputs",
 ]
