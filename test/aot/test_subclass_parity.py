@@ -10,7 +10,8 @@ and in-place on each output then backward through each other one (viewreplay_har
   them, "as_strided not supported with DTensor"). Patched: patch 0020-subclass-fresh-storage-views,
   Note [Subclass views on a fresh outer storage].
 - TwoTensor views of an input and of an intermediate, single- and multi-output (stock:
-  ``AsStridedBackward0``).
+  ``AsStridedBackward0``); ``x[:, 0]`` and ``x[:, 1:]`` come back without the full slice that
+  dynamo records in front of them (Note [Identity slices]).
 - A TwoTensor input mutated in the graph, then aliased by the outputs: backward through the
   outputs raises on stock and patched alike, upstream's guess of the mutated input's tangent
   as a plain tensor (its subclass tangents are guessed at compile time: pytorch#172556;
@@ -57,6 +58,9 @@ TWO_TENSOR_PROGRAMS = {
     "unbind": lambda x: x.unbind(0),
     "split": lambda x: x.split(2, 1),
     "slice_and_t": lambda x: (x[1:], x.t()),
+    # Dynamo records the full slice in front of the select and of ``[:, 1:]``; eager does not
+    # (Note [Identity slices]).
+    "full_slices": lambda x: (x[:, 0], x[:, 1:]),
     "intermediate_unbind_and_t": lambda x: (lambda o: (*o.unbind(0), o.t()))(x * 2),
 }
 

@@ -41,6 +41,7 @@ from .fallback import FallbackReason
 from .render import UnrenderableArgument
 from .scope import OutputScope
 from .spec import Fallback, ReplayPlan
+from .traced_base import slice_keeps_every_element
 
 
 if TYPE_CHECKING:
@@ -102,7 +103,8 @@ def _add_outer_steps(builder: PlanBuilder, calls: list[_Call], base: Tensor, rep
         if not isinstance(func, torch._ops.OpOverload) or not func.is_view:
             raise UnrenderableArgument(f"{func} is not a view op")
         if not isinstance(result, (tuple, list)):
-            builder.op(str(func), tuple(args[1:]))
+            if i == len(calls) - 1 or not _is_identity_slice_call(func, args, result):
+                builder.op(str(func), tuple(args[1:]))
             current = result
             continue
         # A multi-output view: the piece that the next op (or the output itself) takes.
@@ -113,6 +115,16 @@ def _add_outer_steps(builder: PlanBuilder, calls: list[_Call], base: Tensor, rep
         builder.pieces(str(func), tuple(args[1:]), index, claims=i == len(calls) - 1)
         current = result[index]
     return current
+
+
+def _is_identity_slice_call(func: Any, args: tuple[Any, ...], result: Tensor) -> bool:
+    """A recorded ``aten.slice.Tensor(self, dim=0, start=None, end=None, step=1)`` call that
+    keeps every element of its input (Note [Identity slices])."""
+    if func is not torch.ops.aten.slice.Tensor:
+        return False
+    start = args[2] if len(args) > 2 else None
+    step = args[4] if len(args) > 4 else 1
+    return slice_keeps_every_element(start, step, args[0], result)
 
 
 # Note [Subclass outputs aliasing an intermediate]

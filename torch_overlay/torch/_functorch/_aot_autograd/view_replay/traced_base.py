@@ -80,7 +80,9 @@ def _shape_env_of(t: Tensor) -> Any:
 # same sizes as its input is such an identity: planning drops it, unless it is
 # the last step (the output must still be a view of its own, as eager's
 # ``x[:]`` is). An explicit ``narrow(d, 0, size)`` loses its SliceBackward0 the
-# same way: same values, gradients and aliasing, one node fewer than eager.
+# same way: same values, gradients and aliasing, one node fewer than eager. A
+# subclass output's outer chain (Note [Subclass view replay]) records the same
+# slice as an ``aten.slice.Tensor`` call, dropped the same way.
 SLICE = "slice_Tensor_ViewMeta"
 # slice_Tensor_ViewMeta.as_tuple(): (has_symbolic_inputs, reapply_views, InverseReturnMode, dim, start, end, step)
 _SLICE_START, _SLICE_STEP = 4, 6
@@ -88,9 +90,11 @@ _SLICE_START, _SLICE_STEP = 4, 6
 
 def is_identity_slice(name: str, args: tuple[object, ...], before: Tensor, after: Tensor) -> bool:
     """Whether a step is a slice that keeps every element of its input (Note [Identity slices])."""
-    if name != SLICE:
-        return False
-    start, step = args[_SLICE_START], args[_SLICE_STEP]
+    return name == SLICE and slice_keeps_every_element(args[_SLICE_START], args[_SLICE_STEP], before, after)
+
+
+def slice_keeps_every_element(start: object, step: object, before: Tensor, after: Tensor) -> bool:
+    """Whether a slice by ``start`` and ``step`` of ``before`` that gave ``after`` is an identity."""
     # Plain ints only: comparing a SymInt would install a guard.
     if not (start is None or type(start) is int and start == 0) or not (type(step) is int and step == 1):
         return False
