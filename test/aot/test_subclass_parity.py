@@ -12,12 +12,7 @@ and in-place on each output then backward through each other one (viewreplay_har
 - TwoTensor views of an input and of an intermediate, single- and multi-output (stock:
   ``AsStridedBackward0``); ``x[:, 0]`` and ``x[:, 1:]`` come back without the full slice that
   dynamo records in front of them (Note [Identity slices]).
-- A TwoTensor input mutated in the graph, then aliased by the outputs: backward through the
-  outputs raises on stock and patched alike, upstream's guess of the mutated input's tangent
-  as a plain tensor (its subclass tangents are guessed at compile time: pytorch#172556;
-  ``torch._functorch.config.disable_guess_zero_tangent_for_mutated_input_subclass`` turns the
-  guess off, and then patched matches eager). Not an aliasing bug: the same error comes with
-  no aliased output (``x.add_(1); return x * 2``, then backward through ``x``).
+- A TwoTensor input mutated in the graph, then aliased by the outputs: test_mutated_subclass_tangents.
 - 2.13.0 only: TwoTensor ``(x.unbind(0), x.split(2, 1))`` with dynamic shapes raises a
   TypeError in upstream's subclass-wrapper codegen for some sizes ((4, 3)), on stock and
   patched alike (fixed upstream in 2.14); where stock compiles ((3, 4)), patched does too and
@@ -28,7 +23,6 @@ from __future__ import annotations
 
 import torch
 import torch._dynamo
-import torch._functorch.config as functorch_config
 from torch.distributed.tensor import distribute_tensor, Replicate, Shard
 from torch.testing._internal.common_utils import instantiate_parametrized_tests, parametrize, run_tests
 from torch.testing._internal.two_tensor import TwoTensor
@@ -63,11 +57,6 @@ TWO_TENSOR_PROGRAMS = {
     "full_slices": lambda x: (x[:, 0], x[:, 1:]),
     "intermediate_unbind_and_t": lambda x: (lambda o: (*o.unbind(0), o.t()))(x * 2),
 }
-
-
-def _mutated_then_aliased(x):
-    x.add_(1)
-    return x[1:], x.t()
 
 
 def _unbind_and_split(x):
@@ -156,22 +145,6 @@ class TestTwoTensorParity(CompileTestCase):
             return
         with strict_view_replay():
             self.assertEqual(differences(fn, compiled, _two_tensor_inputs((3, 4))), [])
-
-    @parametrize("dynamic", [False, True])
-    def test_mutated_then_aliased_input(self, dynamic: bool) -> None:
-        make = _two_tensor_inputs((3, 4))
-        compiled = torch.compile(_mutated_then_aliased, backend="aot_eager", dynamic=dynamic)
-        found = differences(_mutated_then_aliased, compiled, make)
-        # Upstream's tangent guess, stock and patched alike (module docstring).
-        self.assertIn("backward through every output: eager grads, compiled ('backward', 'RuntimeError')", found)
-        torch._dynamo.reset()
-        with functorch_config.patch(disable_guess_zero_tangent_for_mutated_input_subclass=True):
-            compiled = torch.compile(_mutated_then_aliased, backend="aot_eager", dynamic=dynamic)
-            found = differences(_mutated_then_aliased, compiled, make)
-        if PATCHED:
-            self.assertEqual(found, [])
-        else:
-            self.assertIn("out0 view nodes: eager ('SliceBackward0',), compiled ('AsStridedBackward0',)", found)
 
     @parametrize("shape", [(3, 4), (4, 3)])
     def test_unbind_and_split_dynamic(self, shape: tuple[int, int]) -> None:

@@ -26,6 +26,7 @@ from .fresh_views import detach_returned_views, may_return_as_views
 from .function_views import FunctionViews
 from .grad_free_views import regenerate_without_grad
 from .multi_output import hide_input_multi_output_aliasing, hide_intermediate_alias
+from .mutation_tangents import sole_mutation_tangent
 from .merged_inputs import (
     check_merged_input_layouts,
     merged_input_layouts,
@@ -98,6 +99,7 @@ __all__ = [
     "returns_function_view_base",
     "saves_function_view_base",
     "share_returned_version_counters",
+    "sole_mutation_tangent",
     "symbol_output_slice",
     "version_witnesses",
     "with_dense_input_mutations",
