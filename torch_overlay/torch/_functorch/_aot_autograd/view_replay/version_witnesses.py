@@ -61,9 +61,9 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 
-# OutputAliasInfo.output_type names of the user outputs that are fresh returns of the forward
-# (schemas imports this package: compared by name).
-_FRESH_OUTPUT_TYPES = frozenset({"non_alias", "unsafe_view_alias"})
+# OutputAliasInfo.output_type names of the user outputs that alias nothing, the forward's fresh
+# returns besides the intermediate bases (schemas imports this package: compared by name).
+_NON_ALIAS_OUTPUT_TYPES = frozenset({"non_alias", "unsafe_view_alias"})
 
 
 def input_nodes(flat_f_args: Sequence[object]) -> frozenset[object]:
@@ -120,7 +120,7 @@ def eager_saved_returns(
     of the fresh returns on whose storage eager's backward saves a tensor, one per storage
     (Note [Version witnesses]). ``stop``: :func:`input_nodes`."""
     fresh = [
-        o if isinstance(o, Tensor) and info.output_type.name in _FRESH_OUTPUT_TYPES else None
+        o if isinstance(o, Tensor) and info.output_type.name in _NON_ALIAS_OUTPUT_TYPES else None
         for o, info in zip(outputs, output_info)
     ]
     fresh += intermediate_bases
@@ -141,6 +141,8 @@ def version_witnesses(fw_outs: Sequence[object], metadata: Any) -> list[Tensor]:
     """Runtime-wrapper hook: ``detach()`` of each return the forward's ``metadata``
     (ViewAndMutationMeta) lists in ``version_witness_outputs``, to be saved for the backward
     (Note [Version witnesses])."""
+    if not metadata.version_witness_outputs:
+        return []
     first = metadata.num_mutated_inp_runtime_indices
     returns = fw_outs[first : metadata.num_forward_returns]
     return [returns[i].detach() for i in metadata.version_witness_outputs]  # type: ignore[union-attr]
