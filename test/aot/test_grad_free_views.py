@@ -152,7 +152,48 @@ class TestGradFreeViews(CompileTestCase):
         self.assertTrue(any(f.startswith(VERSION_COUNTERS) for f in found), found)
 
 
+def detached_view_and_base(x):
+    y = x * 2
+    return y.detach()[1:], y
+
+
+def two_detached_views(x):
+    y = x * 2
+    return y.detach()[1:], y.detach()[:2], y * 3
+
+
+DETACHED_PROGRAMS = {f.__name__: f for f in (detached_view_and_base, two_detached_views)}
+
+
+class TestDetachedViews(CompileTestCase):
+    """Views of ``y.detach()``: the hidden intermediate is an alias of ``y`` (or of the other
+    ``detach()``) that is no view, which inductor returns as the same tensor (Note [Views of
+    outputs that do not require grad]). Patched before the fix, with inductor and x requiring
+    grad: ``y`` came back without grad (marked non-differentiable with the intermediate base),
+    a silent wrong gradient; stock returns the views as separate tensors."""
+
+    @parametrize("backend", ["aot_eager", "inductor"])
+    @parametrize("dynamic", [False, True])
+    @parametrize("x_requires_grad", [False, True])
+    @parametrize("program", list(DETACHED_PROGRAMS))
+    def test_parity(self, program: str, x_requires_grad: bool, dynamic: bool, backend: str) -> None:
+        fn = DETACHED_PROGRAMS[program]
+
+        def make():
+            x = torch.randn(3, 3, generator=torch.Generator().manual_seed(0), requires_grad=x_requires_grad)
+            return [x], [x]
+
+        compiled = torch.compile(fn, backend=backend, dynamic=dynamic)
+        with strict_view_replay(), stock_213_cache_off(backend):
+            found = differences(fn, compiled, make)
+        if PATCHED or backend == "aot_eager":
+            self.assertEqual(found, [])
+        else:
+            self.assertTrue(any(f.startswith(VERSION_COUNTERS) for f in found), found)
+
+
 instantiate_parametrized_tests(TestGradFreeViews)
+instantiate_parametrized_tests(TestDetachedViews)
 
 if __name__ == "__main__":
     run_tests()

@@ -80,6 +80,26 @@ class TestGradFreeViews(TestCase):
             with self.assertRaisesRegex(RuntimeError, "modified by an inplace operation"):
                 z.backward()
 
+    @parametrize("dynamic", [False, True])
+    def test_view_of_a_detached_output(self, dynamic):
+        def fn(x):
+            y = x * 2
+            return y.detach()[1:], y
+
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend="inductor", dynamic=dynamic)
+        x = torch.randn(3, 3, requires_grad=True)
+        a, y = compiled(x)
+        # Inductor returns y's buffer as y and as a's base, y.detach(): a tensor
+        # of its own, not y, whose grad must stay.
+        self.assertTrue(y.requires_grad)
+        self.assertIsNot(a._base, y)
+        y.sum().backward()
+        self.assertEqual(x.grad, torch.full((3, 3), 2.0))
+        version = a._version
+        y.mul_(2)  # stock: a is a separate tensor on y's buffer
+        self.assertGreater(a._version, version)
+
     def test_export_keeps_the_user_outputs(self):
         # The hidden intermediate is not made an intermediate base: export's graph
         # outputs are the user's.

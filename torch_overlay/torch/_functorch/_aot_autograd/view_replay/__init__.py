@@ -24,7 +24,7 @@ from .call import RegenerationCall
 from .fallback import FallbackReason, ViewReplayFallbackError
 from .fresh_views import detach_returned_views, may_return_as_views
 from .function_views import FunctionViews
-from .grad_free_views import regenerate_without_grad
+from .grad_free_views import distinct_grad_free_bases, regenerate_without_grad
 from .multi_output import hide_input_multi_output_aliasing, hide_intermediate_alias
 from .mutation_tangents import sole_mutation_tangent
 from .merged_inputs import (
@@ -77,6 +77,7 @@ __all__ = [
     "custom_function_in_view_chain",
     "defer_merged_input_aliases",
     "detach_returned_views",
+    "distinct_grad_free_bases",
     "eager_saved_returns",
     "hide_input_multi_output_aliasing",
     "hide_intermediate_alias",

@@ -47,15 +47,27 @@ Scope:
     forward's metadata, collected again, follows the subclass graph's). So
     does one in export (aot_export_module, torch.export), whose graph
     outputs are the user's.
+A hidden intermediate may be an alias of another return that is no view:
+    y = x * 2; return y.detach()[1:], y   # the first output's _base is y.detach()
+and a backend may return one tensor for both (inductor returns ``y``'s buffer
+as ``y`` and as the intermediate base). Marked non-differentiable, that tensor
+would take ``y``'s grad away (``y.requires_grad`` False, no gradient), and two
+such bases that eager keeps apart (``y.detach()[1:], y.detach()[:2]``) would
+become one. :func:`distinct_grad_free_bases` returns each intermediate base
+without grad that is the very tensor of another return through ``detach()``:
+a tensor of its own, on the same storage and with the same version counter, as
+eager's ``y.detach()`` is. Which returns a backend merges is known at runtime
+only.
 Cost: one view replay per such output and call, as for an output that requires
-grad, and one more graph output per hidden intermediate.
+grad, and one more graph output per hidden intermediate; per call, one identity
+scan of the returns per intermediate base without grad.
 
-Layering: planning (a compile-time check of traced values).
+Layering: runtime (the compile-time check reads traced values only).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from torch import Tensor
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
@@ -82,3 +94,15 @@ def regenerate_without_grad(out: Tensor, scope: GraphScope, num_aliased_outs: in
     if any(base is o for o in scope.outputs):
         return True
     return hidden_bases and num_aliased_outs > 1 and not _has_subclass(scope)
+
+
+def distinct_grad_free_bases(returns: list[Any], first_base: int, metadata: Any) -> None:
+    """Runtime hook: replace, in ``returns`` (whose intermediate bases start at
+    ``first_base``), each intermediate base without grad that is the very tensor of another
+    return by its ``detach()`` (Note [Views of outputs that do not require grad]).
+    ``metadata`` is the graph's ViewAndMutationMeta."""
+    for i in set(metadata.grad_free_intermediate_bases):
+        j = first_base + i
+        base = returns[j]
+        if isinstance(base, Tensor) and any(r is base for k, r in enumerate(returns) if k != j):
+            returns[j] = base.detach()
