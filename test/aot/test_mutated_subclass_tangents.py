@@ -52,6 +52,12 @@ def unbind(x):
     return x.unbind(0)
 
 
+def returned_and_view(x):
+    # The input itself is returned too: an alias of the input, not a tangent.
+    x.mul_(2)
+    return x, x[0]
+
+
 def another_tangent(x):
     # x * 2 is a tangent too: autograd gives the mutated input plain zeros when backward
     # starts from it, so upstream's guess stays.
@@ -59,7 +65,7 @@ def another_tangent(x):
     return x[1:], x * 2
 
 
-PROGRAMS = {f.__name__: f for f in (slice_and_t, view, split_and_t, piece_mutated, unbind)}
+PROGRAMS = {f.__name__: f for f in (slice_and_t, view, split_and_t, piece_mutated, unbind, returned_and_view)}
 # Shard(0): no unbind(0). Static shapes: with dynamic ones 2.13.0 fails to trace DTensor's
 # view(-1), stock and patched alike.
 DTENSOR_PROGRAMS = ["slice_and_t", "view", "split_and_t", "piece_mutated"]
