@@ -101,7 +101,7 @@ def distinct_grad_free_bases(returns: list[Any], first_base: int, metadata: Any)
     ``first_base``), each intermediate base without grad that is the very tensor of another
     return by its ``detach()`` (Note [Views of outputs that do not require grad]).
     ``metadata`` is the graph's ViewAndMutationMeta."""
-    for i in set(metadata.grad_free_intermediate_bases):
+    for i in metadata.grad_free_intermediate_bases:
         j = first_base + i
         base = returns[j]
         if isinstance(base, Tensor) and any(r is base for k, r in enumerate(returns) if k != j):
