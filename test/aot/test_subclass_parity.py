@@ -65,11 +65,15 @@ def _unbind_and_split(x):
     return (*x.unbind(0), *x.split(2, 1))
 
 
-def _two_tensor_inputs(shape: tuple[int, int]):
+def _two_tensor_inputs(shape: tuple[int, ...], plain: int | None = None):
+    """Inputs for ``differences``: a TwoTensor non-leaf of ``shape`` that requires grad and,
+    with ``plain``, a plain 1-D tensor of that length without grad after it."""
+
     def make():
         g = torch.Generator().manual_seed(0)
         leaf = TwoTensor(torch.randn(shape, generator=g), torch.randn(shape, generator=g)).requires_grad_(True)
-        return [leaf * 1], [leaf]
+        extra = [] if plain is None else [torch.randn(plain, generator=g)]
+        return [leaf * 1, *extra], [leaf]
 
     return make
 
@@ -170,16 +174,12 @@ SPECIALIZING_PROGRAMS = {
     "plain_view_then_split": lambda x, y: (y[1:], *x.split(2, 1)),
 }
 
-
-def _specializing_inputs():
-    g = torch.Generator().manual_seed(0)
-    leaf = TwoTensor(torch.randn(4, 3, generator=g), torch.randn(4, 3, generator=g)).requires_grad_(True)
-    return [leaf * 1, torch.randn(3, generator=g)], [leaf]
+_specializing_inputs = _two_tensor_inputs((4, 3), plain=3)
 
 
 class TestSpecializedOutputSizes(CompileTestCase):
     """Stock 2.13.0 reads symbols the graph does not return (TypeError from
-    ``_make_wrapper_subclass`` or a misread output); 2.14.1's trace keeps the symbols."""
+    ``_make_wrapper_subclass``); 2.14.1's trace keeps the symbols."""
 
     def _check(self, name: str, backend: str) -> None:
         fn = SPECIALIZING_PROGRAMS[name]
