@@ -1,4 +1,4 @@
-"""Aliases of intermediates next to synthetic-base inputs (patch 0008), stock vs patched.
+"""Aliases of intermediates next to synthetic-base inputs (patch synthetic-base-indices), stock vs patched.
 
 An input mutated while another input is a view of it makes AOTAutograd merge the two into a
 synthetic base. 2.13's create_synthetic_base_metadata() then remapped the base_idx of every
@@ -64,6 +64,39 @@ class TestSyntheticBaseIndices(CompileTestCase):
             # The synthetic base rebuilds the merged inputs in the graph, not a fallback (Note
             # [Outputs aliasing inputs merged into a synthetic base]); v replays its view chain.
             self.assertEqual(fallback_counts(), {})
+
+    @parametrize("requires_grad", [False, True])
+    def test_view_of_an_output_next_to_synthetic_base(self, requires_grad: bool) -> None:
+        # Upstream's test_synthetic_base_with_no_grad_alias_of_output, with and without grad: the
+        # base_idx of d.view(-1) indexes the outputs (its base is the user output d), 3 here,
+        # beyond the two inputs. Stock 2.14.1 and 2.13.0 raise IndexError with grad (in
+        # create_synthetic_base_metadata); the patched wheel raised it without grad too, once it
+        # regenerated d.view(-1) off d (patch views-of-outputs-without-grad).
+        def fn(x, y):
+            y.mul_(2)  # x and y overlap: merged into a synthetic base
+            a, b, c = x + 1, x + 2, x + 3
+            d = x + 4 + y
+            return a, b, c, d, d.view(-1)
+
+        def inputs():
+            base = torch.ones(8, requires_grad=requires_grad).clone()
+            return base, (base[0:6], base[2:8])
+
+        (eager_base, eager_in), (base, compiled_in) = inputs(), inputs()
+        compiled = torch.compile(fn, backend="aot_eager")
+        if requires_grad and not PATCHED:
+            with self.assertRaisesRegex(Exception, "list index out of range"):
+                compiled(*compiled_in)
+            return
+        out, ref = compiled(*compiled_in), fn(*eager_in)
+        self.assertEqual(out, ref)
+        self.assertEqual(base, eager_base)
+        self.assertIs(out[4]._base, out[3])
+        self.assertEqual(ref[4]._base is ref[3], True)
+        if requires_grad:
+            sum(o.sum() for o in out).backward()
+            sum(o.sum() for o in ref).backward()
+            self.assertEqual(compiled_in[0].grad, eager_in[0].grad)
 
 
 class TestRemapPlanInputs(CompileTestCase):

@@ -43,6 +43,29 @@ class TestSyntheticBaseIndices(TestCase):
         self.assertEqual(compiled_in[2].grad, eager_in[2].grad)
         self.assertEqual(out[0].grad_fn.name(), "SelectBackward0")
 
+    @parametrize("requires_grad", [False, True])
+    def test_view_of_an_output_next_to_synthetic_base(self, requires_grad):
+        # The base_idx of d.view(-1) indexes the outputs (its base is the user
+        # output d), beyond the two inputs.
+        def fn(x, y):
+            y.mul_(2)  # x and y overlap: merged into a synthetic base
+            a, b, c = x + 1, x + 2, x + 3
+            d = x + 4 + y
+            return a, b, c, d, d.view(-1)
+
+        def inputs():
+            base = torch.ones(8, requires_grad=requires_grad).clone()
+            return base, (base[0:6], base[2:8])
+
+        torch._dynamo.reset()
+        (eager_base, eager_in), (base, compiled_in) = inputs(), inputs()
+        ref = fn(*eager_in)
+        out = torch.compile(fn, backend="aot_eager")(*compiled_in)
+        self.assertEqual(out, ref)
+        self.assertEqual(base, eager_base)
+        self.assertIsNot(out[4], out[3])
+        self.assertEqual(out[4].data_ptr(), out[3].data_ptr())
+
 
 instantiate_parametrized_tests(TestSyntheticBaseIndices)
 
