@@ -72,12 +72,17 @@ class TestFreshViews(CompileTestCase):
         compiled = torch.compile(fn, backend=backend, dynamic=dynamic)
         with strict_view_replay(), stock_213_cache_off(backend):
             found = differences(fn, compiled, _inputs)
-        if PATCHED:
+        if program == "intermediate_base":
+            # Stock and patched hide y[0]'s aliasing behind _unsafe_view: a fresh tensor, not
+            # eager's view. No saved tensor lies on y's storage, so the series keeps upstream's
+            # graph (Note [Saved tensors on the storage of a returned tensor]): values, gradients
+            # and in-place outcomes match eager, the view identity does not.
+            self.assertEqual(found, [
+                "out0 (requires_grad, is_leaf, _is_view): eager (True, False, True), compiled (True, False, False)",
+                "out0 view nodes: eager ('SelectBackward0',), compiled ()",
+            ])
+        elif PATCHED:
             self.assertEqual(found, [])
-            self.assertEqual(fallback_counts(), {})
-        elif program == "intermediate_base":
-            # Stock hides y[0]'s aliasing behind _unsafe_view: a fresh tensor, not eager's view.
-            self.assertIn("out0 view nodes: eager ('SelectBackward0',), compiled ()", found)
         elif backend == "aot_eager":
             # A view created inside the compiled Function: in-place on it raises.
             self.assertIn("out0 (requires_grad, is_leaf, _is_view): eager (True, False, False), "
@@ -90,6 +95,8 @@ class TestFreshViews(CompileTestCase):
                                      "compiled grads"])
         else:
             self.assertEqual(found, [])
+        if PATCHED:
+            self.assertEqual(fallback_counts(), {})
 
     @parametrize("backend", ["aot_eager", "inductor"])
     def test_without_a_backward(self, backend: str) -> None:

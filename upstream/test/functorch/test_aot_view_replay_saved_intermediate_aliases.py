@@ -48,6 +48,26 @@ class TestSavedIntermediateAliases(TestCase):
             self.assertEqual(x.grad, xe.grad)
         self.assertEqual(dict(counters["view_replay_fallback"]), {})
 
+    @parametrize("backend", ["aot_eager", "inductor"])
+    def test_alias_whose_storage_nothing_saves_stays_hidden(self, backend):
+        # The backward saves nothing on out's storage: the graph keeps its one
+        # output and returns the view as upstream does, behind _unsafe_view.
+        def fn(x):
+            out = x * 3
+            return out.view(-1)
+
+        torch._dynamo.reset()
+        x = torch.randn(3, 3, requires_grad=True)
+        o = torch.compile(fn, backend=backend)(x)
+        self.assertFalse(o._is_view())
+        self.assertEqual(o.grad_fn.name(), "CompiledFunctionBackward")
+        xe = x.detach().clone().requires_grad_()
+        oe = fn(xe)
+        for out in (o, oe):
+            out.mul_(2)
+            out.sum().backward()
+        self.assertEqual(x.grad, xe.grad)
+
 
 instantiate_parametrized_tests(TestSavedIntermediateAliases)
 

@@ -72,7 +72,7 @@ def hide_input_multi_output_aliasing() -> bool:
 
 
 def hide_intermediate_alias(
-    out: Tensor, num_aliased_outs: int, num_aliased_outs_not_multi_output: int, graph_has_backward: bool
+    out: Tensor, num_aliased_outs: int, num_aliased_outs_not_multi_output: int, backward_saves_its_storage: bool
 ) -> bool:
     """Compile-time hook: whether an output aliasing an intermediate is returned
     as a plain output (via _unsafe_view) instead of being regenerated.
@@ -80,16 +80,16 @@ def hide_intermediate_alias(
     Upstream hides it when it is the only output on its storage, or when all
     other outputs on it are multi-output views. In faithful mode, a piece of a
     multi-output view is always regenerated (Note [Multi-output views]), and so
-    is a plain alias of an intermediate of a graph with a backward (Note [Saved
-    tensors on the storage of a returned tensor] in saved_tensors.py); in a
-    graph without one, an output that is the only alias of its storage and no
-    such piece stays hidden.
+    is a plain alias of an intermediate on whose storage eager's backward saves
+    a tensor (Note [Saved tensors on the storage of a returned tensor] in
+    saved_tensors.py); any other output that is the only alias of its storage
+    and no such piece stays hidden.
     """
     if has_no_grad_steps(out):
         return False  # regenerated off its base: Note [Views taken under no_grad]
     if config.hide_multi_output_view_aliasing:
         return num_aliased_outs == 1 or num_aliased_outs_not_multi_output <= 1
-    if graph_has_backward and not is_traceable_wrapper_subclass(out):
+    if backward_saves_its_storage and not is_traceable_wrapper_subclass(out):
         return False
     is_piece = isinstance(out, FunctionalTensor) and torch._functionalize_is_multi_output_view(  # type: ignore[attr-defined]
         out.elem

@@ -16,6 +16,16 @@ its own), and inductor saves a ``reinterpret_tensor`` of the returned buffer
 unnoticed and the backward silently computes with the changed values (stock
 2.14.1 and 2.13.0, aot_eager and inductor, static and dynamic).
 
+Such an alias is regenerated as eager's view of the intermediate, which the
+compiled function returns (one more output of the graph), only where eager's
+backward saves a tensor on its storage: at compile time
+:func:`eager_saved_storages` walks the autograd graph that the metadata run
+built over FunctionalTensors, from the outputs back, and reads each node's
+saved tensors (``GraphScope.backward_saves``). Elsewhere (``out = a * 3; return
+out.view(-1)``, or the batched ``a @ b``, whose traced ``view`` is eager's
+``_unsafe_view``) upstream's hiding stays: no saved tensor can see an in-place
+change of the output, and the graph keeps its outputs.
+
 ``share_returned_version_counters`` replaces each such saved tensor, before it
 is saved, by the same view of the returned tensor taken through ``detach()``
 (only tensors the forward returns on a storage it allocated: a saved input
@@ -25,15 +35,18 @@ view does, and holds no reference to the returned tensor itself (whose
 ``grad_fn`` will hold the saved tensors: no reference cycle). A call costs one
 pass over the returned and the saved tensors.
 
-Layering: runtime. Imports nothing of the overlay.
+Layering: runtime (the compile-time walk reads traced values only). Imports
+nothing of the overlay.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from torch import Tensor
+from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+from torch.multiprocessing.reductions import StorageWeakRef
 
 
 # OutputAliasInfo.output_type names of user outputs on a storage the graph allocated (schemas
@@ -68,3 +81,37 @@ def share_returned_version_counters(saved: list[Tensor], fw_outs: Sequence[objec
         if r is not None and r is not t and r.dtype == t.dtype:
             shared[i] = r.detach().as_strided(t.size(), t.stride(), t.storage_offset())
     return shared
+
+
+def _saved_by(node: Any) -> Iterator[Tensor]:
+    """The tensors ``node`` saved for its backward: its ``_saved_*`` attributes (built-in
+    nodes) or ``saved_tensors`` (custom autograd.Functions)."""
+    for name in dir(node):
+        if not (name.startswith("_saved_") or name == "saved_tensors"):
+            continue
+        try:
+            value = getattr(node, name)
+        except RuntimeError:
+            continue  # changed in place after it was saved: eager's backward raises there itself
+        for v in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(v, Tensor):
+                yield v
+
+
+def eager_saved_storages(roots: Sequence[Tensor], stop: frozenset[object]) -> frozenset[StorageWeakRef]:
+    """Compile-time: the storages of the FunctionalTensors saved by the autograd nodes reachable
+    from ``roots``' nodes, not walking past the nodes in ``stop`` (Note [Saved tensors on the
+    storage of a returned tensor])."""
+    storages: set[StorageWeakRef] = set()
+    seen: set[object] = set()
+    # See Note [Accessing .grad_fn on FunctionalTensor]: a lazy rebase runs view ops.
+    with FunctionalTensorMode():
+        stack = [t.grad_fn for t in roots]
+        while stack:
+            node = stack.pop()
+            if node is None or node in seen or node in stop:
+                continue
+            seen.add(node)
+            storages.update(StorageWeakRef(t.untyped_storage()) for t in _saved_by(node) if isinstance(t, FunctionalTensor))
+            stack.extend(parent for parent, _ in node.next_functions)
+    return frozenset(storages)

@@ -17,11 +17,14 @@ Layering: planning (compile time).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 from torch import Tensor
+from torch.multiprocessing.reductions import StorageWeakRef
 
+from .saved_tensors import eager_saved_storages
 from .spec import Check
 from .symbol_outputs import SymbolOutputs
 
@@ -56,6 +59,22 @@ class GraphScope:
             symbol_outputs=SymbolOutputs(outputs),
             has_backward=any(isinstance(o, Tensor) and o.requires_grad for o in outputs),
         )
+
+    @functools.cached_property
+    def _backward_saved_storages(self) -> frozenset[StorageWeakRef]:
+        # The walk stops at the nodes that inputs the graph does not mutate had before the run.
+        mutated = [i for i, m in zip(self.inputs, self.data_mutated) if m and isinstance(i, Tensor)]
+        untouched = frozenset(
+            i.grad_fn for i, m in zip(self.inputs, self.data_mutated) if not m and isinstance(i, Tensor)
+        )
+        roots = [o for o in (*self.outputs, *mutated) if isinstance(o, Tensor)]
+        return eager_saved_storages(roots, untouched)
+
+    def backward_saves(self, out: Tensor) -> bool:
+        """Whether eager's backward saves a tensor on the storage of the traced ``out`` (Note
+        [Saved tensors on the storage of a returned tensor]); walked once per graph, on the
+        first question."""
+        return self.has_backward and StorageWeakRef(out.untyped_storage()) in self._backward_saved_storages
 
     def output(self, out: Tensor, input_index: int | None) -> OutputScope:
         """The scope of the aliased output ``out``: of input ``input_index``, or (None) of an

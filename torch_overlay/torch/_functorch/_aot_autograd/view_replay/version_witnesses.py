@@ -52,13 +52,15 @@ Layering: runtime (the compile-time walk reads traced values only).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from torch import Tensor
-from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+from .saved_tensors import eager_saved_storages
 
 
 # OutputAliasInfo.output_type names of the user outputs that alias nothing, the forward's fresh
@@ -75,38 +77,6 @@ def input_nodes(flat_f_args: Sequence[object]) -> frozenset[object]:
 def _plain(t: object) -> bool:
     """A traced tensor that the forward returns as it is (not a subclass it flattens)."""
     return isinstance(t, FunctionalTensor) and not is_traceable_wrapper_subclass(t.elem)
-
-
-def _saved_by(node: Any) -> Iterator[Tensor]:
-    """The tensors ``node`` saved for its backward: its ``_saved_*`` attributes (built-in
-    nodes) or ``saved_tensors`` (custom autograd.Functions)."""
-    for name in dir(node):
-        if not (name.startswith("_saved_") or name == "saved_tensors"):
-            continue
-        try:
-            value = getattr(node, name)
-        except RuntimeError:
-            continue  # changed in place after it was saved: eager's backward raises there itself
-        for v in value if isinstance(value, (list, tuple)) else (value,):
-            if isinstance(v, Tensor):
-                yield v
-
-
-def _saved_storages(roots: Sequence[Tensor], stop: frozenset[object]) -> set[StorageWeakRef]:
-    """The storages of the tensors saved by the nodes reachable from ``roots``' nodes."""
-    storages: set[StorageWeakRef] = set()
-    seen: set[object] = set()
-    # See Note [Accessing .grad_fn on FunctionalTensor]: a lazy rebase runs view ops.
-    with FunctionalTensorMode():
-        stack = [t.grad_fn for t in roots]
-        while stack:
-            node = stack.pop()
-            if node is None or node in seen or node in stop:
-                continue
-            seen.add(node)
-            storages.update(StorageWeakRef(t.untyped_storage()) for t in _saved_by(node) if isinstance(t, FunctionalTensor))
-            stack.extend(parent for parent, _ in node.next_functions)
-    return storages
 
 
 def eager_saved_returns(
@@ -127,7 +97,7 @@ def eager_saved_returns(
     returned = [t for t in (*mutated_inputs, *outputs, *intermediate_bases) if isinstance(t, Tensor)]
     if not all(_plain(t) for t in returned) or not any(t is not None for t in fresh):
         return []
-    saved = _saved_storages(returned, stop)
+    saved = set(eager_saved_storages(returned, stop))
     witnesses: list[int] = []
     for index, t in enumerate(fresh):
         storage = StorageWeakRef(t.untyped_storage()) if isinstance(t, Tensor) else None
