@@ -1,7 +1,8 @@
 # The two commands of the README:
 #   make        builds the patched wheel of the newest pin, installs it, prints the stock-vs-patched report
-#   make test   runs the whole test suite: on every pin the AOT tests on stock and on patched torch and the
-#               upstream-form tests; the tools' tests (against TOOLS_PIN); every prefix of the staged upstream
+#   make test   runs the whole test suite: on every pin the AOT tests on stock and on patched torch, the
+#               upstream-form tests, and upstream's own test_aotdispatch.py on stock and on patched torch
+#               (UPSTREAM_TESTS); the tools' tests (against TOOLS_PIN); every prefix of the staged upstream
 #               stack (it applies with git am and its tests pass) on the newest pin
 # PIN=VERSION (one of pins/*/) selects another pin: `make PIN=2.13.0`; `make test PIN=2.13.0` tests that pin only.
 # Everything is created here: .venv-stock-VERSION (the pin's stock torch) and .venv-VERSION (the custom wheel).
@@ -23,10 +24,19 @@ DIST := dist/$(PIN)
 TORCH_REQUIREMENT := $(shell sed -n 's/^wheel_requirement = "\(.*\)"/\1/p' pins/$(PIN)/pin.toml)
 TEST_DEPS := pytest pytest-xdist expecttest numpy wheel hypothesis
 # The AOT tests compile on every core (pytest-xdist; each worker process has its own caches).
-XDIST := -n $(shell nproc)
+JOBS := $(shell nproc)
+XDIST := -n $(JOBS)
+# A transcription of upstream's test/functorch/test_aotdispatch.py (outside the repository; test-upstream
+# says so and skips where it is missing). Its classes TestAOTAutograd and TestAOTAutogradWithCache run (about
+# 1 to 2 minutes per interpreter on 2 cores): the latter reruns every TestAOTAutograd test through dynamo and
+# the AOTAutograd cache, so it covers TestAOTAutogradWithDynamo's paths too. The whole file (adding
+# TestAOTAutogradWithDynamo and TestPythonKey's make_fx tests) takes 1.3 to 1.6 times as long: too long for
+# the four runs (stock and patched, two pins) in CI.
+UPSTREAM_TESTS ?= ../shared/upstream-tests/test_aotdispatch
+UPSTREAM_CLASSES ?= TestAOTAutograd,TestAOTAutogradWithCache
 SOURCES := setup.py $(shell find pins patches torch_overlay tools -type f -not -path '*/__pycache__/*' -not -path '*.egg-info/*')
 
-.PHONY: all report test test-pin test-tools test-prefixes sweep bench aotdispatch clean
+.PHONY: all report test test-pin test-upstream test-tools test-prefixes sweep bench aotdispatch clean
 
 all: report
 
@@ -61,12 +71,25 @@ test:
 	$(MAKE) --no-print-directory test-tools PIN=$(TOOLS_PIN)
 	$(MAKE) --no-print-directory test-prefixes PIN=$(lastword $(TEST_PINS))
 
-# One pin: the AOT tests on stock and on patched torch, and the upstream-form tests.
+# One pin: the AOT tests on stock and on patched torch, the upstream-form tests, then upstream's own tests.
 test-pin: $(STOCK)/.installed $(PATCHED)/.installed
 	@echo "== torch $(PIN): test/aot on stock, on patched; upstream/test/functorch on patched"
 	$(STOCK)/bin/python -m pytest -q $(XDIST) test/aot
 	$(PATCHED)/bin/python -m pytest -q $(XDIST) test/aot
 	$(PATCHED)/bin/python -m pytest -q upstream/test/functorch
+	$(MAKE) --no-print-directory test-upstream PIN=$(PIN)
+
+# Upstream's test_aotdispatch.py (UPSTREAM_TESTS) on stock and on patched torch, compared test by test: fails on a
+# test that passes on stock and fails on patched unless upstream/test_expectations.toml declares it.
+test-upstream: $(STOCK)/.installed $(PATCHED)/.installed
+	@if [ -d "$(UPSTREAM_TESTS)" ]; then \
+		echo "== torch $(PIN): upstream tests ($(UPSTREAM_TESTS), $(UPSTREAM_CLASSES)) on stock, on patched"; \
+		$(STOCK)/bin/viewreplay run-aotdispatch --pin $(PIN) --tests-dir "$(UPSTREAM_TESTS)" \
+			--classes $(UPSTREAM_CLASSES) --jobs $(JOBS) \
+			--stock-python $(STOCK)/bin/python --patched-python $(PATCHED)/bin/python; \
+	else \
+		echo "== upstream tests: skipped, no folder at $(UPSTREAM_TESTS)"; \
+	fi
 
 # The tools' tests, in the stock venv of the pin they run against (TOOLS_PIN in test/tools/viewreplay_testlib.py).
 test-tools: $(STOCK)/.installed

@@ -1,13 +1,23 @@
-"""Run a curated subset of upstream's ``test/functorch/test_aotdispatch.py`` on stock and on patched torch.
+"""Run upstream's ``test/functorch/test_aotdispatch.py`` on stock and on patched torch and compare, test by test.
 
-The subset (``tools/aotdispatch_subset.toml``) names test methods by class and name, each with the
-reason it is in the subset. The runner refuses a checkout that is missing, of another version, or
-whose test file no longer defines a listed test (checked statically, with ``ast``, before anything
-runs). In a git checkout the test file must be the tag's, or the tag's with the staged stack's test
-patches applied (``upstream/stack.toml``: the expectations the series changes, each PR saying why),
-and nothing else. Each interpreter runs pytest once in the checkout; a small pytest plugin
-(``viewreplay.aotdispatch_plugin``) keeps exactly the listed tests (by class and method name;
-``parametrized = true`` also keeps ``name_<params>`` variants) and junit XML gives the outcomes.
+Two sources of the file, each interpreter running pytest once on it (with ``python -P``, so nothing in
+the folder shadows the installed torch; junit XML gives the outcomes; nothing is written there):
+
+- ``--pytorch-src``: a PyTorch checkout at the pin's tag. Only the curated subset runs
+  (``tools/aotdispatch_subset.toml``: test methods by class and name, each with the reason it is
+  listed); a small pytest plugin (``viewreplay.aotdispatch_plugin``) keeps exactly those tests (by
+  class and method name; ``parametrized = true`` also keeps ``name_<params>`` variants). The runner
+  refuses a checkout that is missing, of another version, or whose test file no longer defines a
+  listed test (checked statically, with ``ast``, before anything runs). In a git checkout the test
+  file must be the tag's, or the tag's with the stack's test patches applied
+  (``upstream/test_patches/<pr-name>.patch``: the expectations the series changes), and nothing else.
+- ``--tests-dir``: a folder holding a transcription of the file (``DIR/test_aotdispatch.py``, e.g. of
+  upstream's main branch; not checked against any tag). Every test runs, or every test of the classes
+  given. A test that passes on stock and fails on patched fails the run unless
+  ``upstream/test_expectations.toml`` declares it (:func:`load_expectations`): each declaration names
+  the PR whose test patch changes that test, and :func:`check_expectations` refuses one whose test
+  patch does not change the method in the transcription (checked with ``ast`` after applying the patch
+  to a copy, before anything runs).
 """
 
 from __future__ import annotations
@@ -17,19 +27,53 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from viewreplay import ViewReplayError
 from viewreplay.pin import Pin, read_toml
+from viewreplay.staging import upstream_test_targets
 from viewreplay.tree import public_version, tree_version
 
 SUBSET_FILE = Path("tools") / "aotdispatch_subset.toml"
+EXPECTATIONS_FILE = Path("upstream") / "test_expectations.toml"
+# The file a --tests-dir folder holds (upstream's test/functorch/test_aotdispatch.py).
+TESTS_DIR_FILE = "test_aotdispatch.py"
 PLUGIN = "viewreplay.aotdispatch_plugin"
+SELECTION_VAR = "VIEWREPLAY_AOTDISPATCH_SELECTION"
 PASSED, FAILED, SKIPPED, MISSING = "passed", "failed", "skipped", "not run"
-CATEGORIES = ("passed on both", "fixed", "regressed", "failing on both", "skipped")
+REGRESSED, DECLARED, STALE = "regressed", "declared", "declared but not regressed"
+CATEGORIES = ("passed on both", "fixed", REGRESSED, DECLARED, STALE, "failing on both", "skipped")
+# --tests-dir lists every row but these (they are counted).
+COUNTED_ONLY = ("passed on both", "skipped")
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+@dataclass(frozen=True)
+class DefinedTest:
+    """A test method as a class of the test file has it."""
+
+    owner: str  # the class whose body defines it: the class itself or a base class in the same file
+    params: tuple[str, ...]  # its parameters after self (instantiate_parametrized_tests expands them)
+
+
+Methods = dict[str, dict[str, DefinedTest]]
+
+
+def variant_prefix(name: str, params: Sequence[str]) -> str:
+    """Prefix of the names instantiate_parametrized_tests gives the variants of ``name`` (``name_<param>_``)."""
+    return f"{name}_{params[0]}_" if params else f"{name}_"
+
+
+def method_of(tests: dict[str, DefinedTest], name: str) -> str | None:
+    """The method that the test ``name`` runs: ``name`` itself, or the parametrized method it is a variant of."""
+    if name in tests:
+        return name
+    variants = [m for m, t in tests.items() if t.params and name.startswith(variant_prefix(m, t.params))]
+    return max(variants, key=len, default=None)
 
 
 @dataclass(frozen=True)
@@ -43,11 +87,9 @@ class SubsetTest:
     def label(self) -> str:
         return f"{self.cls}::{self.name}"
 
-    def variant_prefix(self, params: list[str]) -> str | None:
-        """Prefix of the names instantiate_parametrized_tests gives the variants (``name_<param>_``)."""
-        if not self.parametrized:
-            return None
-        return f"{self.name}_{params[0]}_" if params else f"{self.name}_"
+    def variant_prefix(self, params: Sequence[str]) -> str | None:
+        """Prefix of the variants' names, for a parametrized test."""
+        return variant_prefix(self.name, params) if self.parametrized else None
 
 
 @dataclass(frozen=True)
@@ -55,6 +97,47 @@ class Subset:
     path: Path
     test_file: str
     tests: list[SubsetTest]
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """A test allowed to pass on stock and fail on patched torch: the PR's test patch changes what it expects."""
+
+    test: str  # Class::method as in the test ids (a parametrized variant by its full name)
+    pr: str  # the PR (patch name without number) whose upstream/test_patches/<pr>.patch changes the test
+    why: str
+
+    @property
+    def cls(self) -> str:
+        return self.test.partition("::")[0]
+
+    @property
+    def name(self) -> str:
+        return self.test.partition("::")[2]
+
+
+@dataclass(frozen=True)
+class Expectations:
+    path: Path
+    declarations: tuple[Declaration, ...]
+
+
+@dataclass(frozen=True)
+class Sides:
+    """The two interpreters compared, and how pytest runs under each."""
+
+    stock: str
+    patched: str
+    timeout: float  # seconds, per interpreter
+    jobs: int = 1  # pytest-xdist workers (1: no xdist)
+
+
+@dataclass(frozen=True)
+class Row:
+    test: str
+    stock: str
+    patched: str
+    category: str
 
 
 def load_subset(path: Path) -> Subset:
@@ -71,11 +154,44 @@ def load_subset(path: Path) -> Subset:
         tests.append(SubsetTest(*values, parametrized=bool(entry.get("parametrized", False))))
     if not tests:
         raise ViewReplayError(f"{path}: lists no [[test]]")
-    labels = [t.label for t in tests]
+    _refuse_duplicates(path, [t.label for t in tests])
+    return Subset(path=path, test_file=test_file, tests=tests)
+
+
+def load_expectations(path: Path) -> Expectations:
+    """Read the declared expectation changes; every entry needs a ``Class::method`` test, a PR and a reason."""
+    declarations = []
+    for index, entry in enumerate(read_toml(path).get("test", [])):
+        values = [entry.get(key) for key in ("test", "pr", "why")]
+        if not all(isinstance(v, str) and v.strip() for v in values) or "::" not in values[0]:
+            raise ViewReplayError(f"{path}: [[test]] #{index + 1} needs 'test' (Class::method), 'pr' and 'why'")
+        declarations.append(Declaration(*values))
+    _refuse_duplicates(path, [d.test for d in declarations])
+    return Expectations(path=path, declarations=tuple(declarations))
+
+
+def _refuse_duplicates(path: Path, labels: list[str]) -> None:
     duplicates = sorted({label for label in labels if labels.count(label) > 1})
     if duplicates:
         raise ViewReplayError(f"{path}: listed more than once: {duplicates}")
-    return Subset(path=path, test_file=test_file, tests=tests)
+
+
+def _apply_patches(original: bytes, rel: str, patches: Sequence[Path]) -> bytes | None:
+    """``original`` as the file ``rel``, with the ``rel`` part of each of ``patches`` applied in order.
+
+    None if one of them does not apply.
+    """
+    with tempfile.TemporaryDirectory(prefix="viewreplay-testfile-") as tmp:
+        path = Path(tmp) / rel
+        path.parent.mkdir(parents=True)
+        path.write_bytes(original)
+        for patch in patches:
+            applied = subprocess.run(
+                ["git", "apply", f"--include={rel}", str(patch.resolve())], cwd=tmp, check=False, capture_output=True
+            )
+            if applied.returncode != 0:
+                return None
+        return path.read_bytes()
 
 
 def _tag_file_with_patches(checkout: Path, tag: str, rel: str, test_patches: Sequence[Path]) -> bytes | None:
@@ -83,19 +199,12 @@ def _tag_file_with_patches(checkout: Path, tag: str, rel: str, test_patches: Seq
     original = subprocess.run(["git", "show", f"{tag}:{rel}"], cwd=checkout, check=False, capture_output=True)
     if original.returncode != 0:
         return None
-    with tempfile.TemporaryDirectory(prefix="viewreplay-testfile-") as tmp:
-        (Path(tmp) / rel).parent.mkdir(parents=True)
-        (Path(tmp) / rel).write_bytes(original.stdout)
-        for patch in test_patches:
-            applied = subprocess.run(["git", "apply", str(patch)], cwd=tmp, check=False, capture_output=True)
-            if applied.returncode != 0:
-                return None
-        return (Path(tmp) / rel).read_bytes()
+    return _apply_patches(original.stdout, rel, test_patches)
 
 
 def check_checkout(
     checkout: Path, pin: Pin, subset: Subset, test_patches: Sequence[Path] = ()
-) -> tuple[dict[str, dict[str, list[str]]], str]:
+) -> tuple[Methods, str]:
     """Refuse a missing checkout, one of another version, or one whose test file lacks a listed test.
 
     ``test_patches`` are the stack's patches of the test file, in stack order. Returns the defined
@@ -142,70 +251,155 @@ def check_checkout(
     return methods, version
 
 
-def defined_tests(test_file: Path) -> dict[str, dict[str, list[str]]]:
-    """Class name -> {test method: its parameter names} defined in the class or inherited within the file."""
-    tree = ast.parse(test_file.read_text(encoding="utf-8"))
-    own: dict[str, dict[str, list[str]]] = {}
-    bases: dict[str, list[str]] = {}
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef):
-            own[node.name] = {
-                item.name: [a.arg for a in item.args.args[1:]]
-                for item in node.body
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test")
-            }
-            bases[node.name] = [b.id for b in node.bases if isinstance(b, ast.Name)]
+def _own_tests(tree: ast.Module) -> dict[str, dict[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Class name -> {test method its own body defines: the method's node}, for each top-level class."""
+    return {
+        node.name: {
+            item.name: item for item in node.body if isinstance(item, _FUNCTIONS) and item.name.startswith("test")
+        }
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+    }
 
-    def resolve(name: str, seen: frozenset[str]) -> dict[str, list[str]]:
-        names: dict[str, list[str]] = {}
+
+def defined_tests(test_file: Path) -> Methods:
+    """Class name -> {test method: where it is defined, its parameters}, defined in the class or inherited in the file."""
+    tree = ast.parse(test_file.read_text(encoding="utf-8"))
+    own = _own_tests(tree)
+    bases = {
+        node.name: [b.id for b in node.bases if isinstance(b, ast.Name)]
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+    }
+
+    def resolve(name: str, seen: frozenset[str]) -> dict[str, DefinedTest]:
+        tests: dict[str, DefinedTest] = {}
         for base in reversed(bases.get(name, ())):
             if base in own and base not in seen:
-                names.update(resolve(base, seen | {base}))
-        names.update(own.get(name, {}))
-        return names
+                tests.update(resolve(base, seen | {base}))
+        tests.update({m: DefinedTest(name, tuple(a.arg for a in node.args.args[1:])) for m, node in own[name].items()})
+        return tests
 
     return {name: resolve(name, frozenset({name})) for name in own}
 
 
-def selection(subset: Subset, methods: dict[str, dict[str, list[str]]]) -> list[list[str | None]]:
+def selection(subset: Subset, methods: Methods) -> list[list[str | None]]:
     """The plugin's selection: [class, method, variant prefix or None] per listed test."""
-    return [[t.cls, t.name, t.variant_prefix(methods[t.cls][t.name])] for t in subset.tests]
+    return [[t.cls, t.name, t.variant_prefix(methods[t.cls][t.name].params)] for t in subset.tests]
+
+
+def changed_tests(test_file: Path, patch: Path) -> set[tuple[str, str]]:
+    """(class, method) of each test method that ``patch`` changes in ``test_file`` (not counting comments or layout).
+
+    The patch is applied to a copy (``git apply``: its line numbers may be off, its context must match).
+    """
+    targets = [t for t in upstream_test_targets(patch) if Path(t).name == test_file.name]
+    if not targets:
+        raise ViewReplayError(f"{patch}: does not change {test_file.name}")
+    patched = _apply_patches(test_file.read_bytes(), targets[0], [patch])
+    if patched is None:
+        raise ViewReplayError(f"{patch}: does not apply to {test_file}, so what it changes there cannot be checked")
+
+    def dumps(source: str) -> dict[tuple[str, str], str]:
+        tests = _own_tests(ast.parse(source))
+        return {(cls, m): ast.dump(node) for cls, methods in tests.items() for m, node in methods.items()}
+
+    before, after = dumps(test_file.read_text(encoding="utf-8")), dumps(patched.decode("utf-8"))
+    return {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
+
+
+def check_expectations(expectations: Expectations, test_file: Path, methods: Methods, test_patch_dir: Path) -> None:
+    """Refuse a declaration of a test the file does not define, one that names a class inheriting the
+    method (declare it on the class that defines it: that covers every class inheriting it), and one
+    whose PR has no test patch or whose test patch does not change the method in ``test_file``."""
+    changed: dict[str, set[tuple[str, str]]] = {}
+    for declaration in expectations.declarations:
+        where = f"{expectations.path}: {declaration.test}"
+        tests = methods.get(declaration.cls, {})
+        method = method_of(tests, declaration.name)
+        if method is None:
+            raise ViewReplayError(f"{where}: {test_file} defines no such test")
+        owner = tests[method].owner
+        if owner != declaration.cls:
+            raise ViewReplayError(
+                f"{where}: {declaration.cls} inherits {method} from {owner}; declare {owner}::{declaration.name} "
+                f"(it covers every class that inherits it)"
+            )
+        patch = test_patch_dir / f"{declaration.pr}.patch"
+        if not patch.is_file():
+            raise ViewReplayError(f"{where}: pr = {declaration.pr!r} has no test patch ({patch}: file not found)")
+        if declaration.pr not in changed:
+            changed[declaration.pr] = changed_tests(test_file, patch)
+        if (owner, method) not in changed[declaration.pr]:
+            raise ViewReplayError(f"{where}: {patch} does not change {owner}.{method} in {test_file}")
+
+
+def declared_tests(expectations: Expectations, methods: Methods, keys: Iterable[str]) -> frozenset[str]:
+    """The test ids among ``keys`` that a declaration covers: its own, and the same test in each class inheriting it."""
+    declared = set()
+    for key in keys:
+        cls, _, name = key.partition("::")
+        tests = methods.get(cls, {})
+        method = method_of(tests, name)
+        if method is not None and any(
+            d.name == name and d.cls == tests[method].owner for d in expectations.declarations
+        ):
+            declared.add(key)
+    return frozenset(declared)
 
 
 def run_side(
-    python: str, checkout: Path, subset: Subset, methods: dict[str, dict[str, list[str]]], work: Path, side: str,
-    timeout: float,
+    python: str, side: str, sides: Sides, cwd: Path, targets: Sequence[str], selected: list[list[str | None]] | None,
+    work: Path,
 ) -> dict[str, str]:
-    """Run the subset under ``python``; return {class::method: outcome} for every test it ran."""
-    if os.sep in python:  # pytest runs in the checkout: keep the venv's path, do not resolve the link
+    """Run pytest on ``targets`` in ``cwd`` under ``python`` (only the ``selected`` tests, if given); return
+    {class::method: outcome} for every test it ran."""
+    if os.sep in python:  # pytest runs in cwd: keep the venv's path, do not resolve the link
         python = os.path.abspath(python)
-    selection_file = work / f"{side}-selection.json"
-    selection_file.write_text(json.dumps(selection(subset, methods)))
     junit = work / f"{side}.xml"
-    tools_dir = str(Path(__file__).resolve().parents[1])
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([tools_dir, *filter(None, [os.environ.get("PYTHONPATH")])]),
-        "VIEWREPLAY_AOTDISPATCH_SELECTION": str(selection_file),
-        "PYTEST_ADDOPTS": "",
-    }
-    # -P: the checkout's root is not put on sys.path, so its (unbuilt) torch/ sources never shadow the
+    # No bytecode or pytest cache is written into the tests' folder (it may be read-only).
+    env = {**os.environ, "PYTEST_ADDOPTS": "", "PYTHONDONTWRITEBYTECODE": "1"}
+    plugin = []
+    if selected is not None:
+        selection_file = work / f"{side}-selection.json"
+        selection_file.write_text(json.dumps(selected))
+        tools_dir = str(Path(__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join([tools_dir, *filter(None, [os.environ.get("PYTHONPATH")])])
+        env[SELECTION_VAR] = str(selection_file)
+        plugin = ["-p", PLUGIN]
+    # -P: cwd is not put on sys.path, so a checkout's (unbuilt) torch/ sources never shadow the
     # interpreter's installed torch.
     command = [
-        python, "-P", "-m", "pytest", subset.test_file, "-p", PLUGIN, "-p", "no:cacheprovider",
+        python, "-P", "-m", "pytest", *targets, *plugin, "-p", "no:cacheprovider",
         "-q", "-rA", f"--junitxml={junit}", "-o", "junit_family=xunit1",
+        *(["-n", str(sides.jobs)] if sides.jobs > 1 else []),
     ]
     try:
-        result = subprocess.run(command, cwd=checkout, env=env, check=False, capture_output=True, text=True, timeout=timeout)
+        result = subprocess.run(
+            command, cwd=cwd, env=env, check=False, capture_output=True, text=True, timeout=sides.timeout
+        )
     except FileNotFoundError:
         raise ViewReplayError(f"--{side}-python {python}: no such interpreter") from None
     except subprocess.TimeoutExpired:
-        raise ViewReplayError(f"{side}: pytest did not finish within {timeout:.0f} s") from None
+        raise ViewReplayError(f"{side}: pytest did not finish within {sides.timeout:.0f} s") from None
     # pytest exit codes: 0 all passed, 1 some failed, 5 nothing collected; others are usage/internal errors.
     if result.returncode not in (0, 1) or not junit.is_file():
         tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-20:])
         raise ViewReplayError(f"{side}: '{' '.join(command)}' failed (exit {result.returncode}):\n{tail}")
     return parse_junit(junit)
+
+
+def run_both(
+    sides: Sides, cwd: Path, targets: Sequence[str], selected: list[list[str | None]] | None = None
+) -> tuple[dict[str, str], dict[str, str], str]:
+    """Run stock, then patched; return their outcomes and a line with the wall time of each."""
+    outcomes, seconds = [], []
+    with tempfile.TemporaryDirectory(prefix="viewreplay-aotdispatch-") as tmp:
+        for side, python in (("stock", sides.stock), ("patched", sides.patched)):
+            start = time.monotonic()
+            outcomes.append(run_side(python, side, sides, cwd, targets, selected, Path(tmp)))
+            seconds.append(time.monotonic() - start)
+    return outcomes[0], outcomes[1], f"wall time: stock {seconds[0]:.0f} s, patched {seconds[1]:.0f} s"
 
 
 def parse_junit(junit: Path) -> dict[str, str]:
@@ -229,49 +423,88 @@ def classify(stock: str, patched: str) -> str:
     if patched == PASSED:
         return "fixed"
     if stock == PASSED:
-        return "regressed"
+        return REGRESSED
     if SKIPPED in (stock, patched) and FAILED not in (stock, patched):
         return "skipped"
     return "failing on both"
 
 
 def compare(
-    subset: Subset, methods: dict[str, dict[str, list[str]]], stock: dict[str, str], patched: dict[str, str]
-) -> list[tuple[str, str, str, str]]:
-    """Rows (test, stock outcome, patched outcome, category) for every listed test and its variants."""
+    keys: Iterable[str], stock: dict[str, str], patched: dict[str, str], declared: Collection[str] = frozenset()
+) -> list[Row]:
+    """One row per test id: its outcomes and category (a ``declared`` test is "declared" if it regressed)."""
     rows = []
-    for test in subset.tests:
-        prefix = test.variant_prefix(methods[test.cls][test.name])
-        keys = sorted(
-            k for k in set(stock) | set(patched)
-            if k == test.label or (prefix and k.startswith(f"{test.cls}::{prefix}"))
-        ) or [test.label]
-        for key in keys:
-            s, p = stock.get(key, MISSING), patched.get(key, MISSING)
-            rows.append((key, s, p, classify(s, p)))
+    for key in keys:
+        s, p = stock.get(key, MISSING), patched.get(key, MISSING)
+        category = classify(s, p)
+        if key in declared:
+            category = DECLARED if category == REGRESSED else STALE
+        rows.append(Row(key, s, p, category))
     return rows
 
 
-def format_table(rows: list[tuple[str, str, str, str]]) -> str:
+def subset_keys(subset: Subset, methods: Methods, ran: Collection[str]) -> list[str]:
+    """The test ids of the listed tests, in the subset's order: each, or the variants of a parametrized one that ran."""
+    keys = []
+    for test in subset.tests:
+        prefix = test.variant_prefix(methods[test.cls][test.name].params)
+        keys += sorted(
+            k for k in ran if k == test.label or (prefix and k.startswith(f"{test.cls}::{prefix}"))
+        ) or [test.label]
+    return keys
+
+
+def format_table(rows: list[Row], listed: Collection[str] = CATEGORIES) -> str:
+    """The rows of the ``listed`` categories, then the counts of every category."""
     header = ("test", "stock", "patched", "result")
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(4)]
+    cells = [(r.test, r.stock, r.patched, r.category) for r in rows if r.category in listed]
+    widths = [max(len(c[i]) for c in [header, *cells]) for i in range(4)]
     lines = [" | ".join(h.ljust(w) for h, w in zip(header, widths)), "-+-".join("-" * w for w in widths)]
-    lines += [" | ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
-    counts = {c: sum(1 for r in rows if r[3] == c) for c in CATEGORIES}
+    lines += [" | ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
+    counts = {c: sum(1 for r in rows if r.category == c) for c in CATEGORIES}
     lines.append("")
     lines.append(", ".join(f"{c}: {n}" for c, n in counts.items()))
     return "\n".join(lines)
 
 
 def run_aotdispatch(
-    pin: Pin, checkout: Path, subset_path: Path, stock_python: str, patched_python: str, timeout: float,
-    test_patches: Sequence[Path] = (),
+    pin: Pin, checkout: Path, subset_path: Path, sides: Sides, test_patches: Sequence[Path] = ()
 ) -> tuple[str, bool]:
     """Run the subset on both interpreters; return the table and whether anything regressed."""
     subset = load_subset(subset_path)
     methods, version = check_checkout(checkout, pin, subset, test_patches)
-    with tempfile.TemporaryDirectory(prefix="viewreplay-aotdispatch-") as tmp:
-        stock = run_side(stock_python, checkout, subset, methods, Path(tmp), "stock", timeout)
-        patched = run_side(patched_python, checkout, subset, methods, Path(tmp), "patched", timeout)
-    rows = compare(subset, methods, stock, patched)
-    return f"{subset.test_file}: {version}\n\n{format_table(rows)}", any(r[3] == "regressed" for r in rows)
+    stock, patched, timing = run_both(sides, checkout, [subset.test_file], selection(subset, methods))
+    rows = compare(subset_keys(subset, methods, stock.keys() | patched.keys()), stock, patched)
+    report = f"{subset.test_file}: {version}\n{timing}\n\n{format_table(rows)}"
+    return report, any(r.category == REGRESSED for r in rows)
+
+
+def run_tests_dir(
+    tests_dir: Path, expectations_path: Path, test_patch_dir: Path, sides: Sides, classes: Sequence[str] = ()
+) -> tuple[str, bool]:
+    """Run every test of ``tests_dir``'s test_aotdispatch.py (or of ``classes``) on both interpreters; return
+    the report and whether a test regressed that ``expectations_path`` does not declare."""
+    test_file = tests_dir / TESTS_DIR_FILE
+    if not tests_dir.is_dir():
+        raise ViewReplayError(f"{tests_dir}: no such directory (pass a folder holding {TESTS_DIR_FILE})")
+    if not test_file.is_file():
+        raise ViewReplayError(f"{test_file}: file not found")
+    methods = defined_tests(test_file)
+    expectations = load_expectations(expectations_path)
+    check_expectations(expectations, test_file, methods, test_patch_dir)
+    targets = [f"{TESTS_DIR_FILE}::{cls}" for cls in classes] or [TESTS_DIR_FILE]
+    stock, patched, timing = run_both(sides, tests_dir, targets)
+    keys = sorted(stock.keys() | patched.keys())
+    rows = compare(keys, stock, patched, declared_tests(expectations, methods, keys))
+    lines = [
+        f"{test_file}: a transcription, not checked against the tag",
+        f"classes: {', '.join(classes) or 'all'}; {len(expectations.declarations)} declared in {expectations.path}",
+        timing,
+        "",
+        format_table(rows, [c for c in CATEGORIES if c not in COUNTED_ONLY]),
+    ]
+    stale = [r.test for r in rows if r.category == STALE]
+    if stale:
+        lines.append(f"{len(stale)} declared test(s) did not regress (a stale declaration, or failing on stock too): "
+                     + ", ".join(stale))
+    return "\n".join(lines), any(r.category == REGRESSED for r in rows)

@@ -235,8 +235,27 @@ def cmd_check_prefixes(args: argparse.Namespace) -> int:
 
 
 def cmd_run_aotdispatch(args: argparse.Namespace) -> int:
-    """Run the test_aotdispatch subset on stock and patched torch and compare."""
+    """Run upstream's test_aotdispatch.py on stock and patched torch and compare: the subset, from a checkout at the
+    pinned tag (--pytorch-src), or every test of a folder's transcription (--tests-dir)."""
     root = _repo_root(args)
+    sides = aotdispatch.Sides(args.stock_python, args.patched_python, args.timeout, args.jobs)
+    if args.tests_dir is not None:
+        if args.subset is not None:
+            raise ViewReplayError("--subset goes with --pytorch-src (--tests-dir runs every test, or those of --classes)")
+        table, regressed = aotdispatch.run_tests_dir(
+            args.tests_dir.resolve(), args.expectations or root / aotdispatch.EXPECTATIONS_FILE,
+            root / staging.TEST_PATCH_DIR, sides, args.classes or (),
+        )
+    else:
+        if args.expectations is not None or args.classes is not None:
+            raise ViewReplayError("--expectations and --classes go with --tests-dir")
+        table, regressed = _run_aotdispatch_subset(args, root, sides)
+    print(table)
+    return 1 if regressed else 0
+
+
+def _run_aotdispatch_subset(args: argparse.Namespace, root: Path, sides: aotdispatch.Sides) -> tuple[str, bool]:
+    """The subset from a PyTorch checkout, its test file as the tag's or with the stack's test patches."""
     repo = load_repo(root, args.pin)
     subset_path = args.subset or root / aotdispatch.SUBSET_FILE
     test_file = aotdispatch.load_subset(subset_path).test_file
@@ -245,12 +264,15 @@ def cmd_run_aotdispatch(args: argparse.Namespace) -> int:
         for pr in staging.load_prs(repo)
         if pr.test_patch is not None and test_file in staging.upstream_test_targets(pr.test_patch)
     ]
-    table, regressed = aotdispatch.run_aotdispatch(
-        repo.pin, args.pytorch_src.resolve(), subset_path, args.stock_python, args.patched_python, args.timeout,
-        test_patches,
-    )
-    print(table)
-    return 1 if regressed else 0
+    return aotdispatch.run_aotdispatch(repo.pin, args.pytorch_src.resolve(), subset_path, sides, test_patches)
+
+
+def _class_list(text: str) -> tuple[str, ...]:
+    """--classes A,B: the test classes, as the test ids name them."""
+    classes = tuple(c.strip() for c in text.split(",") if c.strip())
+    if not classes:
+        raise argparse.ArgumentTypeError("no class named")
+    return classes
 
 
 def cmd_rebase_check(args: argparse.Namespace) -> int:
@@ -299,12 +321,22 @@ def _add_series_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
     prefixes.add_argument("--timeout", type=float, default=1800, metavar="SECONDS", help="per prefix (default: 1800)")
 
     aot = add("run-aotdispatch", cmd_run_aotdispatch,
-              "run the test_aotdispatch.py subset on stock and patched torch and compare (exit 1 on regressions)")
-    aot.add_argument("--pytorch-src", type=Path, required=True, metavar="DIR",
-                     help="PyTorch checkout at the pinned tag (its test file as the tag's, or with the stack's test patches)")
+              "run upstream's test_aotdispatch.py on stock and patched torch and compare (exit 1 on a regression)")
+    source = aot.add_mutually_exclusive_group(required=True)
+    source.add_argument("--pytorch-src", type=Path, metavar="DIR",
+                        help="PyTorch checkout at the pinned tag (its test file as the tag's, or with the stack's test "
+                             "patches): runs the subset")
+    source.add_argument("--tests-dir", type=Path, metavar="DIR",
+                        help="a folder holding a transcription of test_aotdispatch.py (not checked against the tag): "
+                             "runs every test, or those of --classes")
     aot.add_argument("--stock-python", required=True, metavar="PYTHON", help="interpreter of the stock torch venv")
     aot.add_argument("--patched-python", required=True, metavar="PYTHON", help="interpreter of the patched torch venv")
     aot.add_argument("--subset", type=Path, metavar="TOML", help="subset file (default: tools/aotdispatch_subset.toml)")
+    aot.add_argument("--expectations", type=Path, metavar="TOML",
+                     help=f"with --tests-dir: the declared expectation changes (default: {aotdispatch.EXPECTATIONS_FILE})")
+    aot.add_argument("--classes", type=_class_list, metavar="A,B",
+                     help="with --tests-dir: run only these test classes (as the test ids name them)")
+    aot.add_argument("--jobs", type=int, default=1, metavar="N", help="pytest-xdist workers per interpreter (default: 1)")
     aot.add_argument("--timeout", type=float, default=3600, metavar="SECONDS", help="per interpreter (default: 3600)")
 
     rebase_check = add("rebase-check", cmd_rebase_check,
