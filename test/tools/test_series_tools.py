@@ -80,7 +80,7 @@ def test_checkout_series_has_one_commit_per_pr_and_the_tip(series_checkout: Path
     repo = load_repo(REPO_ROOT, TOOLS_PIN)
     subjects = git(series_checkout, "log", "--reverse", "--format=%s", f"v{TOOLS_PIN}..HEAD").splitlines()
     assert len(subjects) == len(repo.patches)
-    assert all(s.startswith("[aot_autograd] ") for s in subjects)  # bracketed prefixes survive git am
+    assert all(re.match(r"\[(aot_autograd|decomp)\] ", s) for s in subjects)  # bracketed prefixes survive git am
     for rel, data in repository_tip(repo).items():
         assert (series_checkout / rel).read_bytes() == data, rel
 
