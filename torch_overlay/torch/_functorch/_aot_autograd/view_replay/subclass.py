@@ -144,6 +144,14 @@ def _is_identity_slice_call(func: Any, args: tuple[Any, ...], result: Tensor) ->
 # and size/stride symbols included (its SubclassCreationMeta's arg_count).
 # The outer metadata, the tangents and the runtime wrappers already handle the
 # bases; the regenerated outputs then go through the outer view replay above.
+# The dense metadata can count too many as well: an inner tensor that is a view
+# taken under no_grad is regenerated off its base (Note [Views taken under
+# no_grad]) where the outer output is no view at all. DTensor.from_local(t)
+# wraps ``t.view_as(t)``, made inside its autograd.Function's forward, in a
+# fresh DTensor, so with ``tmp = (x * w).to_local() + 2`` returning
+# ``DTensor.from_local(tmp, ...)`` counted one dense base the joint forward
+# does not return ("expected 2 wrapped outputs, got 3", or "Node mul_1 was
+# invalid, but is output" at compile time). The count is always the outer's.
 
 
 def with_dense_intermediate_bases(
@@ -155,10 +163,11 @@ def with_dense_intermediate_bases(
     # schemas imports this package (through functional_utils): import it when called.
     from ..schemas import SubclassCreationMeta
 
-    if meta.num_intermediate_bases == 0:
-        return dense_meta
-    base_metas = meta.subclass_fw_graph_out_meta[-meta.num_intermediate_bases :]
+    out_metas = meta.subclass_fw_graph_out_meta
+    base_metas = out_metas[len(out_metas) - meta.num_intermediate_bases :]
     dense_outputs = sum(m.arg_count if isinstance(m, SubclassCreationMeta) else 1 for m in base_metas)
+    if dense_outputs == dense_meta.num_intermediate_bases:
+        return dense_meta
     # replace() reruns __post_init__, which recomputes the forward/saved-tensor slices.
     return dataclasses.replace(dense_meta, num_intermediate_bases=dense_outputs)
 
