@@ -26,6 +26,9 @@ class RegenerationCall:
     outputs: Sequence[object]
     # The multi-output view calls made so far (Note [Multi-output views]).
     groups: MultiOutputGroups = dataclasses.field(default_factory=dict)
+    # The regenerated outputs that the graph returns at several positions, by the first
+    # position (Note [Outputs that are one tensor] in scope.py).
+    same_objects: dict[int, Tensor] = dataclasses.field(default_factory=dict)
 
 
 # regenerate(base, target, call) -> the view of ``base`` that stands for ``target``, the

@@ -185,7 +185,12 @@ def plan_view_replay(scope: OutputScope, view_meta_sequence: Any) -> ViewReplay:
         route = _view_meta_route(scope, view_meta_sequence.sequence)
     elif replay_views and is_traceable_wrapper_subclass(scope.output) and not scope.base_restrided:
         route = plan_subclass_view_chain(scope)
-    return ViewReplay(route, scope.check, no_grad=taken_under_no_grad(scope.output))
+    return ViewReplay(
+        route,
+        scope.check,
+        no_grad=taken_under_no_grad(scope.output),
+        same_object=scope.graph.same_object(scope.output),
+    )
 
 
 def plan_function_views(

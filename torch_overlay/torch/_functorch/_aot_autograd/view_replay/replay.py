@@ -162,6 +162,10 @@ class Regenerator:
         )
 
     def __call__(self, base: Tensor, target: Tensor, call: RegenerationCall) -> Tensor:
+        # Note [Outputs that are one tensor] in scope.py
+        same_object = self.view_replay.same_object
+        if same_object is not None and same_object in call.same_objects:
+            return call.same_objects[same_object]
         if self.view_replay.no_grad:
             # Note [Views taken under no_grad]
             with torch.no_grad():
@@ -170,6 +174,8 @@ class Regenerator:
             out = self._regenerate(base, target, call)
         if out.requires_grad != self.requires_grad:
             out = _patch_requires_grad(out, self.requires_grad)
+        if same_object is not None:
+            call.same_objects[same_object] = out
         return out
 
     def _regenerate(self, base: Tensor, target: Tensor, call: RegenerationCall) -> Tensor:

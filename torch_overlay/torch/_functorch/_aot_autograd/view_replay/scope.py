@@ -11,6 +11,23 @@ one :class:`GraphScope` per graph and asks it for one :class:`OutputScope` per
 aliased output; the planners take that object instead of threading its parts
 through every layer.
 
+Note [Outputs that are one tensor]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Ops that return their input object in eager (``flatten()`` of a 1-D tensor,
+``contiguous()`` of a contiguous one, ``to()`` of the same dtype and device,
+an in-place op) do the same under functionalization, so the traced graph
+returns one FunctionalTensor at several output positions. Eager returns one
+tensor there too. Where that tensor is an alias, upstream regenerates each
+position on its own: with ``y = x[1:]; return y, y.flatten()`` (x 1-D) the
+compiled function returned two views of x, ``out[0] is out[1]`` False where
+eager's is True, and an in-place op on one no longer showed in the other's
+autograd history (stock 2.14.1 and 2.13.0, aot_eager and inductor, static and
+dynamic). Planning gives such outputs ``ViewReplay.same_object``, the first
+position; at runtime the first regeneration is kept in the call's
+RegenerationCall and returned at every later position. Outputs that are not
+aliases are one tensor already: the compiled function returns the graph's
+tensor itself.
+
 Layering: planning (compile time).
 """
 
@@ -75,6 +92,20 @@ class GraphScope:
         [Saved tensors on the storage of a returned tensor]); walked once per graph, on the
         first question."""
         return self.has_backward and StorageWeakRef(out.untyped_storage()) in self._backward_saved_storages
+
+    @functools.cached_property
+    def _repeated_outputs(self) -> dict[int, int]:
+        first: dict[int, int] = {}
+        repeated: dict[int, int] = {}
+        for position, out in enumerate(self.outputs):
+            if isinstance(out, Tensor) and first.setdefault(id(out), position) != position:
+                repeated[id(out)] = first[id(out)]
+        return repeated
+
+    def same_object(self, out: Tensor) -> int | None:
+        """The position of the first user output that is the traced ``out`` itself, where the
+        graph returns it more than once (Note [Outputs that are one tensor]); else None."""
+        return self._repeated_outputs.get(id(out))
 
     def output(self, out: Tensor, input_index: int | None) -> OutputScope:
         """The scope of the aliased output ``out``: of input ``input_index``, or (None) of an

@@ -251,6 +251,10 @@ class ViewReplay:
     # Regenerate under no_grad: the output is a view taken under no_grad (Note [Views taken
     # under no_grad]).
     no_grad: bool = False
+    # Where the graph returns this very tensor more than once (an op that returns self), the
+    # position of its first user output: every position returns one regenerated tensor (Note
+    # [Outputs that are one tensor] in scope.py). None where it returns it once.
+    same_object: int | None = None
 
 
 class BaseHolder(enum.Enum):
