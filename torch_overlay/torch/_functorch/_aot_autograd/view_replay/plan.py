@@ -107,6 +107,39 @@ def plan_view_meta_chain(view_metas: Sequence[Any], scope: OutputScope, no_grad_
     return builder.finish(scope, no_grad_steps=kept)
 
 
+# Note [In-place view ops replayed in place]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# An in-place view op on a view (``y = x[1:]; y.unsqueeze_(0); return y``) is
+# recorded as the ViewMeta of its in-place form. Its forward() makes the
+# out-of-place view, so the regenerated output had UnsqueezeBackward0 where
+# eager's has UnsqueezeBackward1 (the in-place node) before SliceBackward0
+# (stock 2.14.1 and 2.13.0 alike, static and dynamic). A plan calls the
+# in-place op itself on the view the earlier steps made: the regeneration
+# owns that view, so changing its metadata changes nothing else, and the
+# base's version goes up as in eager. Only the in-place steps that end the
+# chain are: eager made any later view off the output after its in-place op,
+# once. A regeneration of ``y[0].t()`` beside ``y`` that did ``unsqueeze_``
+# again would bump the base's version a second time, and ``y``'s node would
+# turn into AsStridedBackward0; such a step is replayed as recorded (that
+# output's deeper node is UnsqueezeBackward0 where eager's is
+# UnsqueezeBackward1). As the first step (nothing made yet: the in-place op
+# would restride the base itself) the ViewMeta is replayed as recorded too.
+# as_strided_, detach_ and resize_ are never replayed in place.
+
+# In-place view ViewMeta class -> its aten op (path under ``torch.ops``).
+IN_PLACE_VIEW_OPS: dict[str, str] = {
+    "unsqueeze__ViewMeta": "aten.unsqueeze_.default",
+    "squeeze__ViewMeta": "aten.squeeze_.default",
+    "squeeze__dim_ViewMeta": "aten.squeeze_.dim",
+    "squeeze__dims_ViewMeta": "aten.squeeze_.dims",
+    "t__ViewMeta": "aten.t_.default",
+    "transpose__ViewMeta": "aten.transpose_.default",
+}
+# Layout of a single-output ViewMeta's as_tuple():
+# (has_symbolic_inputs, reapply_views, InverseReturnMode, *op_args)
+SINGLE_OUTPUT_OP_ARGS_START = 3
+
+
 def _add_steps(
     builder: PlanBuilder, view_metas: Sequence[Any], results: list[Tensor] | None, base: Tensor | None, no_grad_steps: int
 ) -> int:
@@ -114,6 +147,8 @@ def _add_steps(
     ``no_grad_steps`` it kept (identity slices are dropped: Note [Identity slices])."""
     kept_no_grad = 0
     last = len(view_metas) - 1
+    names = [type(vm).__name__ for vm in view_metas]
+    in_place_from = next((i + 1 for i in range(last, -1, -1) if names[i] not in IN_PLACE_VIEW_OPS), 0)
     for i, vm in enumerate(view_metas):
         name = type(vm).__name__
         args = view_meta_arguments(vm, None if results is None else results[i])
@@ -124,8 +159,11 @@ def _add_steps(
         if is_multi_output_view_meta(vm):
             op_args = tuple(args[OP_ARGS_START:])
             builder.pieces(MULTI_OUTPUT_VIEW_OPS[name], op_args, args[OUT_INDEX_POSITION], claims=i == last)
-            continue
-        builder.view_meta(name, args)
+        elif i >= in_place_from and builder.steps:
+            # Note [In-place view ops replayed in place]
+            builder.op(IN_PLACE_VIEW_OPS[name], tuple(args[SINGLE_OUTPUT_OP_ARGS_START:]))
+        else:
+            builder.view_meta(name, args)
     return kept_no_grad
 
 
@@ -133,7 +171,11 @@ def needs_replay_plan(view_metas: Sequence[Any]) -> bool:
     """Whether a sequence must be replayed through a plan rather than as recorded."""
     # Symbolic ViewMetas only fit the traced sizes; multi-output ones are called once per group
     # (Note [Multi-output views]).
-    return any(vm.has_symbolic_inputs or is_multi_output_view_meta(vm) for vm in view_metas)
+    # In-place view ops are called in place (Note [In-place view ops replayed in place]).
+    return any(
+        vm.has_symbolic_inputs or is_multi_output_view_meta(vm) or type(vm).__name__ in IN_PLACE_VIEW_OPS
+        for vm in view_metas
+    )
 
 
 def _unreadable(view_metas: Sequence[Any]) -> list[str]:

@@ -175,7 +175,8 @@ class ViewMetaStep:
 
 @dataclasses.dataclass(frozen=True)
 class OpStep:
-    """Call an aten view op on the result so far (a tensor subclass's outer chain)."""
+    """Call an aten view op on the result so far (a tensor subclass's outer chain, an in-place
+    view op: Note [In-place view ops replayed in place] in plan.py)."""
 
     # Path under torch.ops, e.g. "aten.slice.Tensor".
     op: str
