@@ -391,3 +391,27 @@ def test_rebase_check_tells_cascades_from_real_failures(
     assert f"{first.name}: 1 of " in out and "lines it expects are gone" in out
     assert f"cascade: its context is lines that {first.name} adds in a rejected hunk" in out
     assert "1 need work" in out and "fail only on earlier rejected hunks' lines (cascades)" in out
+
+
+def test_checkout_series_names_the_pin_in_its_hint_and_removes_a_failed_checkout(
+    pinned_wheel: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = copy_repo(tmp_path)
+    dest = tmp_path / "checkout"
+    assert run_cli("checkout-series", "--repo", repo, "--pin", TOOLS_PIN, "--wheel", pinned_wheel, dest) == 0
+    assert f"then: viewreplay export --pin {TOOLS_PIN} {dest}" in capsys.readouterr().out
+    shutil.rmtree(dest)
+    first = load_repo(repo, TOOLS_PIN).patches[0]
+    first.write_text(first.read_text().replace("\n+", "\n+# a line whose context is elsewhere\n+", 1).replace("@@ -", "@@ -9", 1))
+    assert run_cli("checkout-series", "--repo", repo, "--pin", TOOLS_PIN, "--wheel", pinned_wheel, dest) == 1
+    err = capsys.readouterr().err
+    assert f"does not apply on v{TOOLS_PIN} ({dest} removed)" in err and len(err.splitlines()) == 1
+    assert not dest.exists()
+
+
+def test_report_and_sweep_refuse_a_missing_venv_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "no-venv" / "bin" / "python"
+    for command in ("report", "sweep"):
+        assert run_cli(command, "--stock-python", missing, "--patched-python", missing) == 1
+        err = capsys.readouterr().err
+        assert err == f"viewreplay {command}: error: {missing}: no such interpreter; make the venvs first (make, or make PIN=VERSION)\n"

@@ -104,14 +104,23 @@ def cmd_make_checkout(args: argparse.Namespace) -> int:
     return 0
 
 
+def _require_pythons(*pythons: str | Path) -> None:
+    """Refuse, in one line, an interpreter that does not exist (a venv not made yet)."""
+    for python in pythons:
+        if not Path(python).is_file():
+            raise ViewReplayError(f"{python}: no such interpreter; make the venvs first (make, or make PIN=VERSION)")
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Print the seed cases on stock and patched torch, side by side."""
+    _require_pythons(args.stock_python, args.patched_python)
     print(run_report(args.stock_python, args.patched_python, args.backend or ["aot_eager", "inductor"]))
     return 0
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Print how many sweep programs carry AsStridedBackward0 on stock and on patched torch."""
+    _require_pythons(args.stock_python, args.patched_python)
     print(run_sweep(args.stock_python, args.patched_python, args.backend))
     return 0
 
@@ -120,6 +129,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Time every workload on eager, stock-compiled and patched-compiled torch; write the results."""
     from viewreplay.bench import BenchConfig, check_readme, run_bench, summary_line, update_readme, write_results
 
+    _require_pythons(args.stock_python, args.patched_python)
     if args.readme is not None:
         check_readme(args.readme)  # before a run of minutes, not after it
     mode = "quick" if args.quick else "full" if args.full else "default"
@@ -181,8 +191,9 @@ def cmd_checkout_series(args: argparse.Namespace) -> int:
     subjects = export.checkout_series(repo, _pinned_wheel(repo, args.wheel), args.dir.resolve())
     print(f"{args.dir}: {repo.pin.upstream_tag} + {len(subjects)} commit(s):")
     print("\n".join(f"  {s}" for s in subjects))
+    pin = "" if repo.pin.newest else f" --pin {repo.pin.version}"
     print(f"edit there (commit --fixup=<PR commit>, then rebase -i --autosquash {repo.pin.upstream_tag}), "
-          f"then: viewreplay export {args.dir}")
+          f"then: viewreplay export{pin} {args.dir}")
     return 0
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +46,8 @@ from viewreplay.tip import repository_tip
 
 
 def checkout_series(repo: Repo, wheel: Path, dest: Path) -> list[str]:
-    """Make the checkout at ``dest``: the tag, then one commit per patch. Return the subjects."""
+    """Make the checkout at ``dest``: the tag, then one commit per patch. Return the subjects.
+    A patch that does not apply removes the checkout, so that the same command can run again."""
     make_checkout(repo.pin, wheel, dest, all_files=False)
     identity = patch_identity(repo.patches[0])
     for patch in repo.patches:
@@ -53,8 +55,11 @@ def checkout_series(repo: Repo, wheel: Path, dest: Path) -> list[str]:
             # --keep-non-patch keeps "[aot_autograd]"-style subject prefixes, so the export reproduces them.
             git(dest, "am", "-q", "--keep-non-patch", "--committer-date-is-author-date", str(patch), identity=identity)
         except ViewReplayError as exc:
-            git(dest, "am", "--abort", check=False)
-            raise ViewReplayError(f"{patch}: does not apply on {repo.pin.upstream_tag}: {exc}") from None
+            shutil.rmtree(dest)
+            why = [line for line in str(exc).splitlines() if not line.startswith("hint:")]
+            raise ViewReplayError(
+                f"{patch}: does not apply on {repo.pin.upstream_tag} ({dest} removed): {' '.join(why)}"
+            ) from None
     return git(dest, "log", "--reverse", "--format=%s", f"{repo.pin.upstream_tag}..HEAD").splitlines()
 
 
