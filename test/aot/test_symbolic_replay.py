@@ -93,7 +93,7 @@ class TestSymbolicViewReplaySweep(TestCase):
                     self.assertEqual(o, r)
                 self.assertEqual(storage_sharing(out, out_in), storage_sharing(ref, ref_in))
                 compiled_nodes = autograd_nodes(out)
-                # In-place view ops are regenerated as their out-of-place twins.
+                # as_strided_ is regenerated as its out-of-place twin (the program's node_reference).
                 ref_nodes = as_tuple(program.node_reference(*make_inputs(program, size)))
                 eager_as_strided = autograd_nodes(ref_nodes).count("AsStridedBackward0")
                 if PATCHED:

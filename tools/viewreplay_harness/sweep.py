@@ -105,30 +105,25 @@ OPS: dict[str, ViewOp] = {
         lambda t: torch.view_as_complex(t), "view_as_complex_ViewMeta", input_kind="pairs"
     ),
     "view_dtype": ViewOp(lambda t: t.view(torch.int32), "view_dtype_ViewMeta"),
-    # In-place view ops, on a view of an intermediate.
+    # In-place view ops, on a view of an intermediate: eager's in-place nodes (Note [In-place
+    # view ops replayed in place]); as_strided_ is replayed as its out-of-place twin.
     "t_": ViewOp(
         lambda t: _views(t).t_(), "t__ViewMeta", intermediate_only=True,
-        functional_twin=lambda t: _views(t).t(),
     ),
     "transpose_": ViewOp(
         lambda t: _views(t).transpose_(0, 1), "transpose__ViewMeta", intermediate_only=True,
-        functional_twin=lambda t: _views(t).transpose(0, 1),
     ),
     "unsqueeze_": ViewOp(
         lambda t: _views(t).unsqueeze_(0), "unsqueeze__ViewMeta", intermediate_only=True,
-        functional_twin=lambda t: _views(t).unsqueeze(0),
     ),
     "squeeze_": ViewOp(
         lambda t: _views(t).unsqueeze(1).squeeze_(), "squeeze__ViewMeta", intermediate_only=True,
-        functional_twin=lambda t: _views(t).unsqueeze(1).squeeze(),
     ),
     "squeeze__dim": ViewOp(
         lambda t: _views(t).unsqueeze(1).squeeze_(1), "squeeze__dim_ViewMeta", intermediate_only=True,
-        functional_twin=lambda t: _views(t).unsqueeze(1).squeeze(1),
     ),
     "squeeze__dims": ViewOp(
         lambda t: _views(t).unsqueeze(1).squeeze_((1,)), "squeeze__dims_ViewMeta", intermediate_only=True,
-        functional_twin=lambda t: _views(t).unsqueeze(1).squeeze((1,)),
     ),
     "as_strided_": ViewOp(
         lambda t: _views(t).as_strided_((2, 2), (1, 2)), "as_strided__ViewMeta", intermediate_only=True,
