@@ -23,6 +23,7 @@ from .autograd_chain import custom_function_in_view_chain
 from .call import RegenerationCall
 from .fallback import FallbackReason, ViewReplayFallbackError
 from .fresh_views import detach_returned_views, may_return_as_views
+from .foreach_versions import bump_foreach_versions, ModifiedNoGradViewError, traced_output_grad_fn
 from .function_views import FunctionViews
 from .grad_free_views import distinct_grad_free_bases, regenerate_without_grad
 from .multi_output import hide_input_multi_output_aliasing, hide_intermediate_alias
@@ -62,12 +63,14 @@ from .version_witnesses import eager_saved_returns, input_nodes, version_witness
 
 __all__ = [
     "aliased_storage",
+    "bump_foreach_versions",
     "check_merged_input_layouts",
     "FallbackReason",
     "FunctionViewBase",
     "FunctionViews",
     "GraphScope",
     "MixedGradModeViewError",
+    "ModifiedNoGradViewError",
     "RegenerationCall",
     "Regenerator",
     "SymbolOutput",
@@ -102,6 +105,7 @@ __all__ = [
     "share_returned_version_counters",
     "sole_mutation_tangent",
     "symbol_output_slice",
+    "traced_output_grad_fn",
     "version_witnesses",
     "with_dense_input_mutations",
     "with_dense_intermediate_bases",
