@@ -53,6 +53,7 @@ from .replay import (
     regenerate_alias,
     Regenerator,
 )
+from .saved_input_versions import SavedInputAlias, saved_input_aliases, share_input_version_counters
 from .saved_tensors import share_returned_version_counters
 from .scope import GraphScope
 from .spec import FunctionViewBase, SymbolOutput, ViewReplay
@@ -102,6 +103,9 @@ __all__ = [
     "remap_view_replay_inputs",
     "returns_function_view_base",
     "saves_function_view_base",
+    "SavedInputAlias",
+    "saved_input_aliases",
+    "share_input_version_counters",
     "share_returned_version_counters",
     "sole_mutation_tangent",
     "symbol_output_slice",
