@@ -22,6 +22,7 @@ from . import config
 from .autograd_chain import custom_function_in_view_chain
 from .call import RegenerationCall
 from .fallback import FallbackReason, ViewReplayFallbackError
+from .fresh_bases import copy_input_bases, regeneration_bases
 from .fresh_views import detach_returned_views, may_return_as_views
 from .foreach_versions import bump_foreach_versions, ModifiedNoGradViewError, traced_output_grad_fn
 from .function_views import FunctionViews
@@ -78,6 +79,7 @@ __all__ = [
     "ViewReplay",
     "ViewReplayFallbackError",
     "config",
+    "copy_input_bases",
     "custom_function_in_view_chain",
     "defer_merged_input_aliases",
     "detach_returned_views",
@@ -100,6 +102,7 @@ __all__ = [
     "regenerate_alias",
     "regenerate_merged_input_aliases",
     "regenerate_without_grad",
+    "regeneration_bases",
     "remap_view_replay_inputs",
     "returns_function_view_base",
     "saves_function_view_base",

@@ -67,12 +67,18 @@ def _fresh_returns(fw_outs: Sequence[object], metadata: Any) -> list[Tensor]:
     return [t for t in (*fresh, *bases) if type(t) is Tensor and t.untyped_storage().nbytes()]
 
 
-def share_returned_version_counters(saved: list[Tensor], fw_outs: Sequence[object], metadata: Any) -> list[Tensor]:
+def share_returned_version_counters(
+    saved: list[Tensor], fw_outs: Sequence[object], metadata: Any, inputs_returned: Sequence[object] = ()
+) -> list[Tensor]:
     """Runtime-wrapper hook: ``saved``, each plain tensor on the storage of a tensor that the
     forward returns on a storage it allocated (but not that tensor) replaced by the same view
     of it (Note [Saved tensors on the storage of a returned tensor]). ``metadata`` is the
-    graph's ViewAndMutationMeta."""
-    by_storage = {r.untyped_storage()._cdata: r for r in _fresh_returns(fw_outs, metadata)}
+    graph's ViewAndMutationMeta. ``inputs_returned`` holds the inputs on whose storages the
+    graph returned bases that ``fw_outs`` now holds copies of (Note [Bases the graph returns
+    as an input]): a tensor saved on such a storage keeps the input's counter, not that of
+    another output the graph returned there."""
+    returns = [*_fresh_returns(fw_outs, metadata), *(r for r in inputs_returned if type(r) is Tensor)]
+    by_storage = {r.untyped_storage()._cdata: r for r in returns}
     if not by_storage:
         return saved
     shared = list(saved)
