@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import unittest
 from collections.abc import Callable
 from typing import Any
 
@@ -32,12 +31,6 @@ from torch.testing._internal.common_utils import (
 )
 
 from view_replay_testing import as_tuple, CompileTestCase, fallback_counts, PATCHED
-
-if PATCHED:
-    from torch._functorch._aot_autograd.view_replay import (
-        config as view_replay_config,
-        ViewReplayFallbackError,
-    )
 
 NUM_EXPERTS = 4
 
@@ -83,6 +76,32 @@ def head_transposed(x, t):
     return x[: t.item()].t()
 
 
+def _two_items(x, t):
+    a, b = t.tolist()
+    torch._check(a >= 0)
+    torch._check(b >= 0)
+    torch._check(a + b + 2 <= x.shape[0])
+    return a, b
+
+
+def narrow_two_symbols(x, t):
+    # The narrow's start is u0 + u1: no value is an affine function of one symbol; the
+    # graph returns the start itself (Note [Symbol outputs]).
+    a, b = _two_items(x, t)
+    return x.narrow(0, a + b, 2), x[a:]
+
+
+def slice_sum_end(x, t):
+    a, b = _two_items(x, t)
+    y = x * 2
+    return y[a : a + b], y[a + b :]
+
+
+def narrow_product(x, t):
+    a, b = _two_items(x, t)
+    return x.narrow(0, a * b, 2).t()
+
+
 # name -> (fn, the second argument of each of the two calls, stock's first node)
 CASES: dict[str, tuple[Callable[..., Any], tuple[list[int] | int, list[int] | int], str]] = {
     "split_input_unsorted_counts": (split_input, ([5, 1, 4], [2, 2, 6]), "CompiledFunctionBackward"),
@@ -99,8 +118,14 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[list[int] | int, list[int] | in
     "narrow_item": (narrow_item, (4, 1), "AsStridedBackward0"),
     "slice_range": (slice_range, ([2, 7], [0, 9]), "AsStridedBackward0"),
     "head_transposed": (head_transposed, (6, 2), "AsStridedBackward0"),
+    "narrow_two_symbols": (narrow_two_symbols, ([1, 2], [0, 5]), "AsStridedBackward0"),
+    "slice_sum_end": (slice_sum_end, ([1, 2], [3, 0]), "SliceBackward0"),
+    "narrow_product": (narrow_product, ([2, 3], [0, 5]), "AsStridedBackward0"),
 }
-INDUCTOR_CASES = ("split_input_unsorted_counts", "split_intermediate", "moe_sorted_tokens", "head", "narrow_item", "slice_range")
+INDUCTOR_CASES = (
+    "split_input_unsorted_counts", "split_intermediate", "moe_sorted_tokens", "head", "narrow_item", "slice_range",
+    "narrow_two_symbols",
+)
 
 
 def _first_node(t: torch.Tensor) -> str:
@@ -163,29 +188,6 @@ class TestSymbolBinding(CompileTestCase):
                 self.assertIs(out._base, x)
                 if PATCHED:
                     self.assertEqual(fallback_counts(), {})
-
-    @unittest.skipUnless(PATCHED, "the fallback point exists only in the patched wheel")
-    def test_symbol_of_no_single_argument_falls_back_with_reason(self) -> None:
-        # The narrow's start is u0 + u1: no value, and no view argument, is an affine
-        # function of one symbol, so neither binds (README, known limit).
-        def fn(x, t):
-            a, b = t.tolist()
-            torch._check(a >= 0)
-            torch._check(b >= 0)
-            torch._check(a + b + 2 <= x.shape[0])
-            return x.narrow(0, a + b, 2)
-
-        x = torch.randn(8, 3, requires_grad=True)
-        with torch._dynamo.config.patch(capture_scalar_outputs=True):
-            compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)
-            out = compiled(x, torch.tensor([1, 2]))
-            self.assertEqual(out, x[3:5])
-            self.assertEqual(out.storage_offset(), 9)
-            self.assertEqual(_first_node(out), "AsStridedBackward0")
-            self.assertEqual(fallback_counts(), {"UNBOUND_SYMBOL": 1})
-            with view_replay_config.patch(strict=True):
-                with self.assertRaisesRegex(ViewReplayFallbackError, r"UNBOUND_SYMBOL.*no runtime source for \['u\d+', 'u\d+'\]"):
-                    compiled(x, torch.tensor([1, 2]))
 
 
 WARM_CACHE_SCRIPT = textwrap.dedent(

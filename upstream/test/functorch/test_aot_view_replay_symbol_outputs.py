@@ -3,7 +3,8 @@
 Tests for the binding of view-replay symbols from graph outputs: the pieces of
 x.split(c.tolist()) carry each other's sizes, and a symbol that no value
 carries (x[: t.item()], x.narrow(0, t.item(), 2)) is returned by the graph as
-an extra SymInt output, dropped before the caller sees the outputs
+an extra SymInt output, dropped before the caller sees the outputs; so is an
+argument of several such symbols (x.narrow(0, a + b, 2)), whole
 (Note [Symbol outputs]).
 """
 
@@ -19,12 +20,21 @@ from torch.testing._internal.common_utils import (
 )
 
 
+def _narrow_two_items(x, t):
+    a, b = t.tolist()
+    torch._check(a >= 0)
+    torch._check(b >= 0)
+    torch._check(a + b + 2 <= x.shape[0])
+    return x.narrow(0, a + b, 2), x[a:]
+
+
 # Views whose sizes or offsets are unbacked symbols from .tolist()/.item(), the
 # node eager records for them, and two values of the tensor that sets them.
 ITEM_VIEWS = {
     "split_input": (lambda x, t: x.split(t.tolist()), "SplitWithSizesBackward0", ([1, 2, 3], [3, 0, 3])),
     "head": (lambda x, t: x[: t.item()], "SliceBackward0", (2, 4)),
     "narrow_item": (lambda x, t: x.narrow(0, t.item(), 2), "SliceBackward0", (1, 3)),
+    "narrow_two_items": (_narrow_two_items, "SliceBackward0", ([1, 2], [0, 4])),
 }
 
 

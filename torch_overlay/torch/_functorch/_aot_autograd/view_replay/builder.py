@@ -13,6 +13,8 @@ Layering: planning (compile time).
 
 from __future__ import annotations
 
+import dataclasses
+
 import sympy
 
 import torch
@@ -63,7 +65,11 @@ class PlanBuilder:
         """The plan of the steps so far, its symbols bound for the output of ``scope``."""
         found, unbound = locate_symbols(self.renderer.symbols, scope)
         if unbound:
-            found, unbound = _request_symbol_outputs(found, unbound, scope, self.renderer)
+            found, unbound, whole = _request_symbol_outputs(found, unbound, scope, self.renderer)
+            if whole:
+                rendered = self.renderer.render_again(whole)
+                self.steps = [dataclasses.replace(step, args=args) for step, args in zip(self.steps, rendered)]
+                found = {sym: loc for sym, loc in found.items() if sym in self.renderer.symbols}
         if unbound:
             return Fallback(
                 FallbackReason.UNBOUND_SYMBOL,
@@ -81,21 +87,58 @@ def _request_symbol_outputs(
     unbound: set[sympy.Symbol],
     scope: OutputScope,
     renderer: ArgumentRenderer,
-) -> tuple[dict[sympy.Symbol, SymbolLocator], set[sympy.Symbol]]:
+) -> tuple[dict[sympy.Symbol, SymbolLocator], set[sympy.Symbol], dict[sympy.Expr, sympy.Symbol]]:
     """``found``, with the ``unbound`` symbols read off symbol outputs if every one of them can
-    be (Note [Symbol outputs]): the graph gains no output for a plan that falls back anyway."""
+    be (Note [Symbol outputs]): the graph gains no output for a plan that falls back anyway.
+
+    A symbol is read off an argument that is an affine function of it; an argument that holds
+    a symbol no such argument gives (``u0 + u1``) is read whole, as a symbol of its own: the
+    third result maps such arguments' expressions to their symbols, for the renderer."""
+    leaves = symint_leaves([original for _, original in renderer.rendered])
+    affine = _affine_requests(leaves, unbound, scope)
+    whole = _whole_requests(leaves, unbound - affine.keys(), scope)
+    if whole is None:
+        return found, unbound - affine.keys(), {}
     symbol_outputs = scope.graph.symbol_outputs
+    for sym, (value, marker, scale, shift) in affine.items():
+        index = symbol_outputs.request(value, marker)
+        found[sym] = SymbolLocator(RuntimeSource.OUTPUT, MetadataField.VALUE, index, scale=scale, shift=shift)
+    substitution: dict[sympy.Expr, sympy.Symbol] = {}
+    for expr, (value, marker) in whole.items():
+        index = symbol_outputs.request(value, marker)
+        substitution[expr] = sympy.Symbol(f"symout{index}", integer=True)
+        found[substitution[expr]] = SymbolLocator(RuntimeSource.OUTPUT, MetadataField.VALUE, index)
+    return found, set(), substitution
+
+
+def _affine_requests(
+    leaves: list[torch.SymInt], unbound: set[sympy.Symbol], scope: OutputScope
+) -> dict[sympy.Symbol, tuple[torch.SymInt, SymbolOutput, int, int]]:
+    """The unbound symbols that an argument found again in the traced graph is an affine
+    function of: that argument, where it is found, and the function's scale and shift."""
     requested: dict[sympy.Symbol, tuple[torch.SymInt, SymbolOutput, int, int]] = {}
-    for value in symint_leaves([original for _, original in renderer.rendered]):
+    for value in leaves:
         affine = affine_symbol(value, unbound)
         if affine is None or affine[0] in requested:
             continue
-        marker = symbol_outputs.find(value, scope.output)
+        marker = scope.graph.symbol_outputs.find(value, scope.output)
         if marker is not None:
             requested[affine[0]] = (value, marker, affine[1], affine[2])
-    if unbound - requested.keys():
-        return found, unbound - requested.keys()
-    for sym, (value, marker, scale, shift) in requested.items():
-        index = symbol_outputs.request(value, marker)
-        found[sym] = SymbolLocator(RuntimeSource.OUTPUT, MetadataField.VALUE, index, scale=scale, shift=shift)
-    return found, set()
+    return requested
+
+
+def _whole_requests(
+    leaves: list[torch.SymInt], unread: set[sympy.Symbol], scope: OutputScope
+) -> dict[sympy.Expr, tuple[torch.SymInt, SymbolOutput]] | None:
+    """Every argument that holds one of the ``unread`` symbols, with where it is found again
+    in the traced graph; None if one is not found."""
+    requested: dict[sympy.Expr, tuple[torch.SymInt, SymbolOutput]] = {}
+    for value in leaves:
+        expr = value.node.expr
+        if expr in requested or not expr.free_symbols & unread:
+            continue
+        marker = scope.graph.symbol_outputs.find(value, scope.output)
+        if marker is None:
+            return None
+        requested[expr] = (value, marker)
+    return requested

@@ -39,6 +39,8 @@ class ArgumentRenderer:
         self.shape_env: Any = None
         # (rendered, original) of each rendered argument tuple, for the hint check.
         self.rendered: list[tuple[Seq, tuple[object, ...]]] = []
+        # SymInt expressions rendered as one symbol each (Note [Symbol outputs]).
+        self.whole: dict[sympy.Expr, sympy.Symbol] = {}
 
     def render_args(self, values: tuple[object, ...]) -> Seq:
         """Render one step's argument tuple and remember it for the hint check."""
@@ -47,9 +49,16 @@ class ArgumentRenderer:
         self.rendered.append((rendered, values))
         return rendered
 
+    def render_again(self, whole: dict[sympy.Expr, sympy.Symbol]) -> list[Seq]:
+        """Render every argument tuple again, each SymInt whose expression is a key of
+        ``whole`` as that symbol; the new tuples, in order. The symbols are collected again."""
+        originals = [original for _, original in self.rendered]
+        self.symbols, self.rendered, self.whole = set(), [], whole
+        return [self.render_args(original) for original in originals]
+
     def render(self, value: object) -> Arg:
         if isinstance(value, torch.SymInt):
-            expr = value.node.expr
+            expr = self.whole.get(value.node.expr, value.node.expr)
             self.shape_env = value.node.shape_env
             self.symbols |= expr.free_symbols
             return Expr(self.printer.doprint(expr))

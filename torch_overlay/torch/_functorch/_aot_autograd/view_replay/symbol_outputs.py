@@ -15,7 +15,11 @@ intermediate bases available: the graph returns it.
 1. Compile time, run_functionalized_fw_and_collect_metadata: a plan that
    cannot bind a symbol requests (:meth:`SymbolOutputs.request`) a SymInt
    argument of its view chain that is an affine function of that symbol; the
-   request gives the index of a new user output, after the user's own.
+   request gives the index of a new user output, after the user's own. Where
+   no argument is one (the start ``u0 + u1`` of ``x.narrow(0, a + b, 2)``
+   with ``a, b = t.tolist()``), every argument that holds the symbol is
+   requested whole, and the plan reads it as a symbol of its own
+   (``symout2``, named for its output) in place of its expression.
    Once every output is analysed, the requested SymInts are appended to the
    traced outputs, each with an OutputAliasInfo of a non-aliased SymInt output
    whose ``symbol_output`` is a :class:`~spec.SymbolOutput` naming it. The
