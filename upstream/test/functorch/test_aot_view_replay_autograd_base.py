@@ -5,7 +5,8 @@ Tests for outputs whose autograd base is made inside their ViewMeta chain
 _unsafe_view (a copying reshape, x @ w with a 3-D x) is no autograd view, so
 eager's views of its result have that result as their _base and share its
 version counter. Regenerated off that base, the chain must not replay the
-_unsafe_view once more.
+_unsafe_view once more; nor, where an in-place view op made the base (y.t_()),
+that op.
 """
 
 import torch
@@ -56,6 +57,22 @@ class TestAutogradBaseInsideTheChain(TestCase):
         self.assertIs(a._base, b._base)
         self.assertEqual((a.grad_fn.name(), b.grad_fn.name()), ("SelectBackward0", "TBackward0"))
         self.assertEqual((a, b), fn(x, w))
+
+
+    @parametrize("backend", ["aot_eager", "inductor"])
+    def test_base_viewed_in_place(self, backend):
+        # y's ViewMetas are (t_,), y[0]'s (t_, select): y[0] is regenerated off y with the
+        # select only (stock replays t_ once more: "incorrect out shape").
+        def fn(x):
+            y = x * 2
+            y.t_()
+            return y, y[0]
+
+        x = torch.randn(2, 3, requires_grad=True)
+        with view_replay.config.patch(strict=True):
+            y, first = torch.compile(fn, backend=backend)(x)
+        self.assertEqual(first.grad_fn.name(), "SelectBackward0")
+        self.assertEqual((y, first), fn(x))
 
 
 instantiate_parametrized_tests(TestAutogradBaseInsideTheChain)

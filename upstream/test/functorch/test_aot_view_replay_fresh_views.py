@@ -22,6 +22,17 @@ def mutated_through_a_view(x):
     return y, y @ x.t()
 
 
+def transposed_in_place(x):
+    y = x * 2
+    y.t_()
+    return y
+
+
+def stft(x):
+    # ends in squeeze_ on its fresh result for a 1-D signal
+    return torch.stft(x.flatten(), 4, return_complex=True, window=torch.hann_window(4))
+
+
 def viewed_after_a_mutation_through_a_view(x):
     y = x * 2
     y.t().mul_(2)
@@ -59,6 +70,26 @@ class TestFreshViews(TestCase):
         (a.sum() + s).backward()
         (ae.sum() + se).backward()
         self.assertEqual(x.grad, xe.grad)
+
+    @parametrize("backend", ["aot_eager", "inductor"])
+    @parametrize("fn", [transposed_in_place, stft], name_fn=lambda fn: fn.__name__)
+    def test_viewed_in_place(self, fn, backend):
+        # An in-place view op leaves eager's fresh tensor no view; the graph computes it with
+        # the out-of-place op (stock aot_eager: a view, and detach_() raises).
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend=backend)
+        x = torch.randn(2, 3, requires_grad=True)
+        xe = x.detach().clone().requires_grad_()
+        y, ye = compiled(x), fn(xe)
+        self.assertEqual(y, ye)
+        self.assertFalse(y._is_view())
+        self.assertIsNone(y._base)
+        y.abs().sum().backward()
+        ye.abs().sum().backward()
+        self.assertEqual(x.grad, xe.grad)
+        y.detach_()
+        with torch.no_grad():
+            self.assertFalse(compiled(x)._is_view())
 
     def test_without_a_backward(self):
         torch._dynamo.reset()

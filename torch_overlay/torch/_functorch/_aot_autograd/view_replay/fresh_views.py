@@ -19,10 +19,19 @@ raises too. Graphs without a backward return it as it is (``y._base`` is the
 hidden intermediate). Stock 2.14.1 and 2.13.0, aot_eager (inductor returns
 these outputs as fresh buffers).
 
+An in-place view op on a fresh tensor (``y = x * 2; y.t_(); return y``;
+``unsqueeze_``, ``squeeze_``, ``transpose_``, ``as_strided_``) does the same
+without a mutation: for autograd ``y`` stays a fresh tensor (grad_fn
+TBackward1), functionalization records the op as a ViewMeta of its storage,
+and the graph computes it with the out-of-place view op, a view of its own
+intermediate (``y._is_view()``; ``y.detach_()`` raises "Can't detach views
+in-place"). ``torch.stft`` of a 1-D signal ends in ``squeeze_``; its complex
+ops keep that view under inductor too. Stock 2.14.1 and 2.13.0 alike.
+
 The outputs that may be such views are found once, at compile time: the fresh
 tensors (user outputs that alias nothing, intermediate bases) that the graph
-mutated (:func:`may_return_as_views`; the traced values cannot tell, they are
-functional copies). They are stored in
+mutated or changed with an in-place view op (:func:`may_return_as_views`; the
+traced values cannot tell, they are functional copies). They are stored in
 ``ViewAndMutationMeta.mutated_fresh_outputs``. At runtime
 :func:`detach_returned_views` returns each of them that is a view through
 ``detach()``: a tensor that autograd does not track as a view (no ``_base``,
@@ -44,13 +53,26 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch._C import _functionalization
 from torch._subclasses.functional_tensor import FunctionalTensor
 
 
 def _mutated_fresh_tensor(out: object) -> bool:
-    """Whether ``out`` is a tensor the graph created (not a view for functionalization) and
-    then mutated: the graph may return it as a view of the mutation's value."""
-    return type(out) is FunctionalTensor and out._base is None and torch._functionalize_has_data_mutation(out.elem)
+    """Whether ``out`` is a tensor the graph created (no view for autograd) and then mutated
+    or changed with an in-place view op: the graph may return it as a view of an
+    intermediate."""
+    if type(out) is not FunctionalTensor or out._base is not None:
+        return False
+    return torch._functionalize_has_data_mutation(out.elem) or _viewed_in_place(out.elem)
+
+
+def _viewed_in_place(elem: Tensor) -> bool:
+    # An in-place op's name ends in "_", so its ViewMeta class is "<op>__<overload>_ViewMeta"
+    # or "<op>__ViewMeta" (t__ViewMeta, squeeze__dim_ViewMeta); no out-of-place view op's
+    # class name holds "__" after its leading underscore (_unsafe_view_ViewMeta).
+    return any(
+        "__" in type(vm).__name__.lstrip("_") for vm in _functionalization.get_view_meta_sequence(elem)
+    )
 
 
 def may_return_as_views(fresh_outputs: Sequence[object], intermediate_bases: Sequence[object]) -> list[int]:

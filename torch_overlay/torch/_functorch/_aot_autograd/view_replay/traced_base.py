@@ -119,15 +119,15 @@ def slice_keeps_every_element(start: object, step: object, before: Tensor, after
 # ``y = x @ w; return y[0], y[1].t()`` gets two bases where eager has one).
 # The base's own sequence is a prefix of the output's (the output was viewed off
 # it), so the output is planned from the rest of the chain, static or symbolic.
-# A base whose metadata was mutated in place has another sequence than the one
-# the output was viewed off: nothing is dropped there, and the metadata check
-# decides.
+# So it is where an in-place view op made the base (``y = x * 2; y.t_();
+# return y, y[0]``: ``y``'s sequence is ``t_``, ``y[0]``'s ``t_, select``).
+# A base whose metadata was changed in place after the output was viewed off it
+# has another sequence than the one the output was viewed off: where it still
+# looks like a prefix, the metadata check of the replayed view decides.
 def autograd_base_prefix(view_metas: Sequence[Any], base: Tensor | None) -> int:
     """How many leading ViewMetas of ``view_metas`` made ``base``, the output's autograd
     base, off the storage's functional base (0: none, or not a proper prefix)."""
     if not isinstance(base, FunctionalTensor) or not torch._is_functional_tensor(base.elem):
-        return 0
-    if torch._functionalize_has_metadata_mutation(base.elem):  # type: ignore[attr-defined]
         return 0
     base_metas = _functionalization.get_view_meta_sequence(base.elem)
     if not 0 < len(base_metas) < len(view_metas):
