@@ -1,4 +1,4 @@
-"""view_replay's flags are part of the AOTAutograd cache key (#14; patch 0009).
+"""view_replay's flags are part of the AOTAutograd cache key (#14; PR cache-key-flags).
 
 Before, a process that compiled with ``replay_symbolic_views=False`` filled the cache, and a new
 process with the flag back on got the cached metadata: AsStridedBackward0 and the fallback

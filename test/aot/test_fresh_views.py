@@ -7,7 +7,7 @@ Stock 2.14.1 and 2.13.0 with aot_eager return it as a view created inside the co
 autograd.Function: ``y.mul_(3)`` raises "Output 0 of CompiledFunction is a view and is being
 modified inplace", ``y._is_view()`` and ``y._base`` differ from eager, and a graph without a
 backward returns it with the hidden intermediate as ``_base``. Patched: returned through
-``detach()`` (patch 0023-fresh-outputs-returned-as-views, Note [Fresh outputs the graph returns
+``detach()`` (PR fresh-outputs-returned-as-views, Note [Fresh outputs the graph returns
 as views]). Inductor returns fresh buffers here: parity on both.
 
 Each program is checked for full eager parity (viewreplay_harness.parity): values, layout,
@@ -137,7 +137,7 @@ class TestFreshViews(CompileTestCase):
             self.assertTrue(any(f.startswith("out0.mul_(3), backward through out1") and
                                 f.endswith("compiled ('inplace', 'RuntimeError')") for f in found), found)
         elif program == "saved":
-            # Inductor: the backward silently computes with the tripled y (the 0022 bug).
+            # Inductor: the backward silently computes with the tripled y (the bug saved-intermediate-aliases fixes).
             self.assertEqual(found, ["out0.mul_(3), backward through out1: eager ('backward', 'RuntimeError'), "
                                      "compiled grads"])
         else:

@@ -62,7 +62,7 @@ class TestFuzzRegressions(TestCase):
     # the same wrong value. def f(x): v = torch._neg_view(x); x.squeeze_();
     # torch.ops.aten.alias(x); v.add_(1); return (x,) with x = [0.25]: eager -0.75, compiled
     # 1.25 (the input merged into a synthetic base was rebuilt in the graph without its
-    # negative bit). Fixed by patch 0018: merged_input_view keeps the view's negative and
+    # negative bit). Fixed by merged-input-aliases: merged_input_view keeps the view's negative and
     # conjugate bits (Note [Outputs aliasing inputs merged into a synthetic base]).
     def test_write_through_negative_view_after_input_metadata_change(self) -> None:
         from viewreplay_harness.fuzz import InputSpec, Program, Step
@@ -80,7 +80,7 @@ class TestFuzzRegressions(TestCase):
         _check(program)
 
     def test_alias_of_a_synthetic_base_input_keeps_its_storage_offset(self) -> None:
-        # Overlay bug found by fuzz --long (chunk seed 22), fixed by patch 0011: an alias of
+        # Overlay bug found by fuzz --long (chunk seed 22), fixed by replay-plans: an alias of
         # an input that the graph mutates (here merged into a synthetic base) replays to
         # eager's metadata (offset 1), but the graph's raw output is a view of the mutation's
         # new value (offset 0); verifying against it fell back (METADATA_MISMATCH) to
@@ -412,7 +412,7 @@ class TestFuzzRegressions(TestCase):
 
     def test_inplace_on_a_saved_view_then_backward_raises(self) -> None:
         # Found by fuzz --long with the in-place oracle (chunk seed 4); an UPSTREAM silent wrong
-        # gradient, fixed by patch 0022 (Note [Saved tensors on the storage of a returned
+        # gradient, fixed by saved-intermediate-aliases (Note [Saved tensors on the storage of a returned
         # tensor]): v = x @ w; a = v[-1]; b = x @ a; a.mul_(3) then backward through b used
         # the tripled a where eager raises.
         from viewreplay_harness.fuzz import InputSpec, Program, Step
@@ -429,8 +429,8 @@ class TestFuzzRegressions(TestCase):
     # 67/71/77, 66): one program per finding.
 
     def test_fresh_tensor_mutated_through_an_alias_takes_inplace(self) -> None:
-        # UPSTREAM (stock identical, aot_eager), fixed by patch 0023 (Note [Fresh outputs the
-        # graph returns as views]): v1 = v0.clone(); torch.ops.aten.alias(v1).add_(1); return
+        # UPSTREAM (stock identical, aot_eager), fixed by fresh-outputs-returned-as-views (Note [Fresh
+        # outputs the graph returns as views]): v1 = v0.clone(); torch.ops.aten.alias(v1).add_(1); return
         # v0, v1: the graph returned v1 as a view of its intermediate, and v1.mul_(3) raised
         # "Output 0 of CompiledFunction is a view and is being modified inplace".
         from viewreplay_harness.fuzz import InputSpec, Program, Step
@@ -493,7 +493,8 @@ class TestFuzzRegressions(TestCase):
         )
 
     def test_view_of_a_mutated_matmul_result_without_grad_is_its_view(self) -> None:
-        # Upstream, fixed by patch 0024 (Note [Views of outputs that do not require grad]):
+        # Upstream, fixed by views-of-outputs-without-grad (Note [Views of outputs that do not
+        # require grad]):
         # where nothing that flows into v = x @ w3d requires grad, a = v[-1]; v.add_(1);
         # return a, v gave a a base of its own (stock: the hidden intermediate). The second
         # program is fuzz --long run 5's (an unused input requires grad).
@@ -547,8 +548,8 @@ class TestFuzzRegressions(TestCase):
                 _check(program)
 
     def test_inplace_on_an_output_whose_piece_sin_saved_raises(self) -> None:
-        # UPSTREAM (stock identical; fuzz --long run 7), fixed by patch 0026 (Note [Version
-        # witnesses]): v1 = x * 2; a, b = v1.split(2); return b, v1, a.sin(); v1.mul_(3),
+        # UPSTREAM (stock identical; fuzz --long run 7), fixed by version-witnesses (Note
+        # [Version witnesses]): v1 = x * 2; a, b = v1.split(2); return b, v1, a.sin(); v1.mul_(3),
         # then backward through the sin: eager raises, the partitioner saved cos(a) and
         # stock returned the gradient of the forward's v1 (test_version_witnesses.py).
         from viewreplay_harness.fuzz import InputSpec, Program, Step

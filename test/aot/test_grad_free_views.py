@@ -4,12 +4,12 @@
 aliasing an intermediate only when both require grad; otherwise the compiled graph's tensor is
 returned as it is. Stock 2.14.1 and 2.13.0: inductor returns each view as a separate tensor on
 ``y``'s buffer (no ``_base``, its own version counter), with and without a backward; aot_eager
-gets it right unless the graph mutated ``y`` through a view (``y`` comes back detached, patch
-0023, and ``y[0]`` keeps the hidden intermediate as its ``_base``; stock returns ``y`` itself as
+gets it right unless the graph mutated ``y`` through a view (``y`` comes back detached, PR
+fresh-outputs-returned-as-views, and ``y[0]`` keeps the hidden intermediate as its ``_base``; stock returns ``y`` itself as
 a view of it). So an in-place change of one output is not seen through the other by autograd: a
 tensor saved off ``y[0]`` after the call is used with the changed values where eager's backward
 raises. Patched: regenerated off ``y``, or off the hidden intermediate returned as an
-intermediate base, by view replay (patch 0024-views-of-outputs-without-grad, Note [Views of
+intermediate base, by view replay (PR views-of-outputs-without-grad, Note [Views of
 outputs that do not require grad]).
 
 Each program is checked for full eager parity (viewreplay_harness.parity), with x (which only

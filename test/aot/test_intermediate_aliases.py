@@ -5,12 +5,12 @@
   by an inplace operation"); stock 2.14.1 and 2.13.0 (aot_eager and inductor, static and
   dynamic) return ``a`` on the saved storage with a version counter of its own, and the
   backward silently uses the tripled values. Patched: ``a`` is a view of the intermediate the
-  function returns, and the saved tensor shares its version counter (patch
-  0022-saved-intermediate-aliases, Note [Saved tensors on the storage of a returned tensor]).
+  function returns, and the saved tensor shares its version counter (PR
+  saved-intermediate-aliases, Note [Saved tensors on the storage of a returned tensor]).
 - Views of a matmul result mutated afterwards (``v = x @ w3d; a = v[:, 1:]; b = v[:, :1];
   v.add_(1)``): inductor returns ``a`` as a copy off ``v``'s storage, and stock regenerates it
   with ``as_strided()`` on ``v`` using the copy's layout under dynamic shapes: wrong values.
-  Patched: eager's view of ``v`` (patch 0021-copied-intermediate-aliases, Note [Aliases of
+  Patched: eager's view of ``v`` (PR copied-intermediate-aliases, Note [Aliases of
   intermediates copied by the graph]).
 
 Each program is checked for full eager parity (viewreplay_harness.parity): values, layout,

@@ -11,7 +11,7 @@ torch.Tensor and DTensor" in backward and "Cannot call numel()" in the compile w
 shapes). DTensor's view(-1) with dynamic shapes does not trace on 2.13.0, stock and patched alike.
 
 Patched: where the input's new value is the backward's only tangent, it is traced as the
-subclass itself (patch 0028-sole-mutation-tangent, Note [The only tangent is a mutated subclass
+subclass itself (PR sole-mutation-tangent, Note [The only tangent is a mutated subclass
 input's]). Each program is checked for full eager parity (viewreplay_harness.parity): values,
 layout, flags, view nodes, base and version-counter classes, backward, and in-place on each
 output then backward through each other one. A graph with another tangent keeps upstream's

@@ -1,4 +1,4 @@
-"""One precompiled regenerator per aliased output (Note [Precompiled regenerators]).
+"""One precompiled regenerator per aliased output (Note [Regenerators]).
 
 The runtime wrapper decides how each aliased output is regenerated when it is
 generated, not on every call. Stock torch calls gen_alias_from_base() on every

@@ -11,7 +11,7 @@ outputs early (stock 2.14.1 and 2.13.0, inductor, static and dynamic):
 - ``x.mul_(2); return x * 3, (x * 4).t()``: the backward compile restrides the tangents from the
   transposed output, and backward raises "expected size 4==4, stride 4==1".
 
-Patched: patch 0027-dense-input-mutations, Note [Subclass inputs mutated outside the graph].
+Patched: PR dense-input-mutations, Note [Subclass inputs mutated outside the graph].
 aot_eager neither donates buffers nor restrides: both programs equal eager on stock too.
 """
 

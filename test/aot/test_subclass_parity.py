@@ -7,7 +7,7 @@ and in-place on each output then backward through each other one (viewreplay_har
   storage, so upstream's storage-based alias analysis calls it an intermediate nothing else
   aliases and returns it as a plain output (stock, both pins: ``_base is None``, no view node,
   in-place on a piece accepted where eager raises; with another view of the input beside
-  them, "as_strided not supported with DTensor"). Patched: patch 0020-subclass-fresh-storage-views,
+  them, "as_strided not supported with DTensor"). Patched: PR subclass-fresh-storage-views,
   Note [Subclass views on a fresh outer storage].
 - TwoTensor views of an input and of an intermediate, single- and multi-output (stock:
   ``AsStridedBackward0``); ``x[:, 0]`` and ``x[:, 1:]`` come back without the full slice that
@@ -15,7 +15,7 @@ and in-place on each output then backward through each other one (viewreplay_har
 - A TwoTensor input mutated in the graph, then aliased by the outputs: test_mutated_subclass_tangents.
 - Subclass output sizes specialized while the dense graph is traced (TwoTensor
   ``x.split(2, 1)`` of a (4, 3) input, dynamic shapes): stock 2.13.0 raises a TypeError in
-  ``_make_wrapper_subclass``; 2.13.0's form of patch 0012 rebuilds the output metadata from the
+  ``_make_wrapper_subclass``; 2.13.0's form of subclass-intermediate-bases rebuilds the output metadata from the
   trace (Note [Subclass output sizes specialized while tracing]), and 2.14.1 agrees without it.
   The same case in a training graph fails at compile time on both pins, stock and patched
   alike (upstream's partitioner).
@@ -165,7 +165,7 @@ class TestTwoTensorParity(CompileTestCase):
 # TwoTensor x of shape (4, 3), y a plain (3,) tensor without grad. x.split(2, 1) builds a piece
 # (4, s1 - 2) whose contiguity check specializes s1 = 3 while the dense graph is traced, after
 # the subclass output metadata recorded s1 (Note [Subclass output sizes specialized while
-# tracing], 2.13.0's form of patch 0012). The plain output after the subclass ones checks that
+# tracing], 2.13.0's form of subclass-intermediate-bases). The plain output after the subclass ones checks that
 # its index is renumbered too.
 SPECIALIZING_PROGRAMS = {
     "split": lambda x, y: x.split(2, 1),

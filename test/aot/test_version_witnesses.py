@@ -7,7 +7,7 @@ silently return the gradient of the forward's values; the same where ``v`` is an
 that only views of it leave (``return v[:2], v[2:].sin()``), and for the hidden state of an MLP
 (``h = x @ w; return gelu(h).sum(-1), h[:, -1]``). Fuzz --long run 7's finding.
 Patched: the forward saves a detached alias of the returned tensor, whose version the backward
-checks (patch 0026-version-witnesses, Note [Version witnesses]).
+checks (PR version-witnesses, Note [Version witnesses]).
 
 Each program is checked for full eager parity (viewreplay_harness.parity): values, layout,
 flags, view nodes, base and version-counter classes, backward, and in-place on each output

@@ -283,8 +283,16 @@ def test_readme_section_is_replaced_between_markers(tmp_path: Path) -> None:
     update_readme(readme, results, summarize(results))
     text = readme.read_text()
     assert text.startswith("# title\n\nbefore\n") and text.endswith(f"{README_END}\n\n## after\n")
-    assert "old table" not in text and SUMMARY_HEADER in text and "**Noise**:" in text
-    assert "| slice_t | aot_eager | 8x4 | 0.75 |" in text
+    # One summary line and the link to the run's full results (make bench writes them there).
+    section = text.split(README_BEGIN + "\n", 1)[1].split(README_END, 1)[0].splitlines()
+    assert len(section) == 1 and "old table" not in text and SUMMARY_HEADER not in text
+    assert "patched/stock fwd+bwd from 0.75 to 0.75 (median 0.75) over 1 of 1 rows" in section[0]
+    assert "rows with `AsStridedBackward0`: stock 1, patched 0" in section[0] and "**Noise**:" in section[0]
+    assert section[0].endswith("[benchmarks/results/2.13.0/latest.md](benchmarks/results/2.13.0/latest.md).")
+
+    # Results written elsewhere: the link is relative to the README.
+    update_readme(readme, results, summarize(results), results_md=tmp_path / "out" / "2.13.0" / "latest.md")
+    assert "[out/2.13.0/latest.md](out/2.13.0/latest.md)." in readme.read_text()
 
     # No markers, or a second pair: refused before anything is written (exit 1 from the CLI).
     readme.write_text("# title\n")

@@ -582,7 +582,7 @@ SUMMARY_HEADER = (
 
 
 def summary_table(rows: Iterable[Row]) -> list[str]:
-    """The ratio columns of the table (the README shows these)."""
+    """The ratio columns of the table (``latest.md``'s first table)."""
     lines = [SUMMARY_HEADER, "|" + "---|" * SUMMARY_HEADER.count(" | ") + "---|"]
     for row in rows:
         cells = [
@@ -730,28 +730,43 @@ def check_readme(path: Path) -> str:
     return text
 
 
-def update_readme(path: Path, results: dict[str, Any], rows: list[Row]) -> None:
-    """Replace the README's bench section with this run's noise, ratios and regeneration table."""
+def readme_results_path(readme: Path, results: dict[str, Any]) -> Path:
+    """Where ``make bench`` writes the run's full results for the README's link: ``benchmarks/results/<pin>/latest.md``
+    next to the README, the pin being the patched torch's release (``2.14.1+viewreplay`` -> ``2.14.1``)."""
+    pin = str(results["torch"]["patched"]).split("+", 1)[0]
+    return readme.parent / "benchmarks" / "results" / pin / "latest.md"
+
+
+def readme_summary(results: dict[str, Any], rows: list[Row], link: str) -> str:
+    """The README's bench section: one line on the run (its ratios' range, AsStrided rows, noise) and the link."""
+    cfg = results["config"]
+    fwd_bwd = sorted(r for row in rows if (r := row.ratio("fwd_bwd_s", "patched", "stock")) is not None)
+    ratios = (
+        f"patched/stock fwd+bwd from {fmt_ratio(fwd_bwd[0])} to {fmt_ratio(fwd_bwd[-1])} (median "
+        f"{fmt_ratio(median(fwd_bwd))}) over {len(fwd_bwd)} of {len(rows)} rows"
+        if fwd_bwd else f"no patched/stock fwd+bwd ratio in {len(rows)} rows"
+    )
+    with_as_strided = {
+        side: sum(1 for row in rows if (_probe(row, side, "compiled", "as_strided") or 0) > 0) for side in SIDES
+    }
+    return (
+        f"Run of {results['date'][:10]}, torch {str(results['torch']['patched']).split('+', 1)[0]}, mode "
+        f"`{cfg['mode']}`, {cfg['rounds']} rounds, {results['runtime_s']:.0f} s{patched_config_text(cfg)}: {ratios}; "
+        f"rows with `AsStridedBackward0`: stock {with_as_strided['stock']}, patched {with_as_strided['patched']}. "
+        f"**Noise**: {measure_noise(rows).describe()}. Every column, the per-output regeneration times and the "
+        f"plot: [{link}]({link})."
+    )
+
+
+def update_readme(path: Path, results: dict[str, Any], rows: list[Row], results_md: Path | None = None) -> None:
+    """Replace the README's bench section with one summary line of this run and a link to its full results
+    (``results_md``, default :func:`readme_results_path`), written relative to the README."""
     text = check_readme(path)
     head, rest = text.split(README_BEGIN, 1)
     _, tail = rest.split(README_END, 1)
-    regen = regen_table(results)
-    section = [
-        README_BEGIN,
-        f"Run of {results['date'][:10]}, mode `{results['config']['mode']}`, "
-        f"{results['config']['rounds']} rounds, {results['runtime_s']:.0f} s{patched_config_text(results['config'])}. "
-        f"**Noise**: {measure_noise(rows).describe()}.",
-        "",
-        *summary_table(rows),
-    ]
-    if regen:
-        section += [
-            "",
-            "Runtime regeneration of one aliased output (the function the runtime wrapper calls for it, "
-            "on captured arguments) against one eager call of the user's view chain:",
-            "",
-            *regen,
-        ]
+    target = results_md if results_md is not None else readme_results_path(path, results)
+    link = Path(os.path.relpath(target.resolve(), path.resolve().parent)).as_posix()
+    section = [README_BEGIN, readme_summary(results, rows, link)]
     path.write_text(head + "\n".join(section) + "\n" + README_END + tail)
 
 

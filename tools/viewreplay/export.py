@@ -5,8 +5,10 @@ one commit per PR of the upstream stack, authors and dates kept, each with its h
 growth and its tests. Edit there with git (``commit --fixup`` + ``rebase -i --autosquash``, ``commit
 --amend``), then ``export DIR`` writes the commits back to ``patches/`` with ``git format-patch
 --no-signature --zero-commit``, the overlay package at HEAD to ``torch_overlay/`` and the test files
-the branch adds to ``upstream/test/`` (the series' tip, checked by ``viewreplay.tip``). Output is
-byte-identical for identical commits; ``export --check`` compares instead of writing.
+the branch adds to ``upstream/test/`` (the series' tip, checked by ``viewreplay.tip``) and, for the
+newest pin, the README's table of PRs from the patch headers (``viewreplay.readme_table``; skipped
+where the repository has no README.md). Output is byte-identical for identical commits; ``export
+--check`` compares instead of writing.
 
 Naming: a commit keeps the ``series`` name of the patch with the same subject; commits left over are
 paired with leftover names by position (a reworded commit keeps its file); any remaining new commit
@@ -28,7 +30,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from viewreplay import ViewReplayError
+from viewreplay import ViewReplayError, readme_table
 from viewreplay.checkout import make_checkout
 from viewreplay.gitrepo import check_upstream_checkout, git, git_show, numbering_style, patch_identity, patch_subject
 from viewreplay.pin import (
@@ -114,10 +116,13 @@ def compute_export(repo: Repo, checkout: Path, *, numbering: str = "auto") -> Ex
             raise ViewReplayError(f"{checkout}: no commit after {tag}; nothing to export")
         for patch in generated:
             patch_sections(patch)  # refuses anything a series patch may not contain
-        names = _name_patches(repo, [p.read_text(encoding="utf-8") for p in generated], [p.name for p in generated])
+        texts = [p.read_text(encoding="utf-8") for p in generated]
+        names = _name_patches(repo, texts, [p.name for p in generated])
         if repo.pin.newest:
             for name, patch in zip(names, generated):
                 result.files[f"patches/{name}"] = patch.read_bytes()
+            if (repo.root / readme_table.README).is_file():
+                result.files[readme_table.README] = readme_table.readme_with_table(repo.root, list(zip(names, texts)))
         else:
             _export_pin_patches(repo, checkout, names, generated, out / "index", result)
         result.series = names

@@ -46,7 +46,7 @@ class PullRequest:
 
 
 def pr_name(patch: Path) -> str:
-    """The PR's name: the patch's file name without its number and suffix (``0001-fallback-point.patch``)."""
+    """The PR's name: the patch's file name without its number and suffix (``fallback-point`` for ``NNNN-fallback-point.patch``)."""
     return _NUMBER_RE.sub("", patch.name).removesuffix(".patch")
 
 

@@ -563,8 +563,8 @@ class Worker:
         """Per aliased output: the runtime regeneration vs the eager view chain, on the same base.
 
         Times the function that the runtime wrapper's alias function calls for the output, with
-        the arguments it passed: the regenerator bound per output on patched torch (patch 0007,
-        Note [Precompiled regenerators]), functional_utils.gen_alias_from_base on stock torch.
+        the arguments it passed: the regenerator bound per output on patched torch (PR regenerators,
+        Note [Regenerators]), functional_utils.gen_alias_from_base on stock torch.
         """
         workload = WORKLOADS[name]
         assert workload.eager_views is not None
