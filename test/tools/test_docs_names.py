@@ -13,7 +13,8 @@ Torch-free: reads the tracked files (``git ls-files``), never imports the overla
    Cite a PR by its name (``same-object-outputs``). This file, which spells out the rule's
    examples, is the one exception.
 2. **Every cited Note is defined exactly once.** A citation is ``Note [Title]`` anywhere in a
-   tracked text file outside ``patches/`` and ``pins/``, and in the commit message (the text before
+   tracked text file outside ``patches/``, ``pins/`` and ``test/tools/`` (whose fixtures cite
+   made-up Notes), and in the commit message (the text before
    the ``---`` line) of every patch in ``patches/`` and ``pins/*/patches/``; a title may wrap over
    lines (comment markers, a diff's ``+``/``-`` column and TOML's line-ending backslash are
    dropped, whitespace collapsed). A definition, PyTorch's convention, is a line holding only
@@ -52,6 +53,7 @@ from viewreplay.pin import OVERLAY_DIR, OVERLAY_PACKAGE, TEST_PREFIX, load_serie
 from viewreplay_testlib import REPO_ROOT
 
 SERIES_DIRS = ("patches/", "pins/")
+TOOLS_TESTS = "test/tools/"
 PACKAGE = "torch._functorch._aot_autograd.view_replay"
 PACKAGE_DIR = REPO_ROOT / OVERLAY_DIR / OVERLAY_PACKAGE
 DESIGN = REPO_ROOT / "docs" / "DESIGN.md"
@@ -196,6 +198,8 @@ def test_every_cited_note_is_defined_once() -> None:
     cited: dict[str, list[str]] = defaultdict(list)
     defined: dict[str, list[str]] = defaultdict(list)
     for rel, text in _text_files(series=False).items():
+        if rel.startswith(TOOLS_TESTS):
+            continue  # the tools' tests cite made-up Notes in their fixtures
         for title, line in note_citations(text):
             cited[title].append(f"{rel}:{line}")
         for title, line in note_definitions(text):
@@ -242,7 +246,6 @@ def test_upstream_notes_are_upstream() -> None:
 # 3. Authors -------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="the lead unifies the authors in the series")
 def test_the_series_has_one_author() -> None:
     authors: dict[str, list[str]] = defaultdict(list)
     for rel in _patch_files():

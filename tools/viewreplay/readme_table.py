@@ -9,7 +9,7 @@ One row per patch of the series, in ``patches/series`` order, read off the patch
   the first letter capitalised where the first word is a plain lower-case word; a sentence of more
   than :data:`MAX_WORDS` words is cut after the last ``;`` or ``:`` (outside brackets and quotes)
   within that many words, else after the last whole word there outside brackets, and ends in `` …``;
-- Notes: the ``Note [...]`` titles the message cites, in order of first citation, each once;
+- Notes: the titles of the Notes the message cites, in order of first citation, each once;
 - tests: the ``test/....py`` paths its Tests: paragraph names, in order, each once.
 
 The table sits in README.md between :data:`BEGIN` and :data:`END`. ``viewreplay export`` writes it

@@ -3,8 +3,8 @@
 Tests that an output that is the only alias of an intermediate, in a graph with
 a backward, is regenerated as a view of that intermediate: an in-place change
 of it then makes a backward that saved the intermediate raise, as in eager,
-instead of computing with the changed values (Note [Aliases of intermediates
-saved for backward]).
+instead of computing with the changed values (Note [Saved tensors on the
+storage of a returned tensor]).
 """
 
 import torch

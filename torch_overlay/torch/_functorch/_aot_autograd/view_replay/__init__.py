@@ -16,6 +16,9 @@ Note [View replay fallback]).
 Each module says its phase in its docstring ("Layering: ..."): the data every
 phase shares (spec.py), planning at compile time, and the runtime; imports
 point from planning to the runtime and the data, never back.
+
+Layering: the package's face: it re-exports the hooks that upstream files call
+and holds no code of its own.
 """
 
 from . import config

@@ -26,6 +26,8 @@ aliases were regenerated, with a wrong gradient (stock identical):
 output and its base; collect_metadata_analysis then classifies the output as a
 custom-Function view whatever its storage, and the compiled function returns it
 as its own output, whose backward holds the Function's.
+
+Layering: planning (compile time). Imports nothing of the overlay.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ Configuration flags for view replay of aliased outputs
 (Note [View replay for aliased outputs] in ``__init__.py``). Flags follow the style of ``torch._functorch.config``: set them directly
 (``view_replay.config.strict = True``) or scope them with
 ``view_replay.config.patch(strict=True)``.
+
+Layering: shared (read at compile time and at runtime). Imports nothing of the overlay.
 """
 
 import sys

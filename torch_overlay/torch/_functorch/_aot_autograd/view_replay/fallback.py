@@ -3,6 +3,8 @@ The single fallback point of view replay: every as_strided() that AOTAutograd
 uses to regenerate an aliased output goes through :func:`as_strided_fallback`.
 
 See Note [View replay fallback].
+
+Layering: shared (the reasons are planning's, the fallback point the runtime's). Imports the flags (config).
 """
 
 from __future__ import annotations

@@ -54,6 +54,8 @@ ArrayRef arguments to std::vector members but spelled Tensor arguments as
 references) and is read off each op's schema here; ``test/aot/
 test_view_meta_args.py`` checks every ViewMeta class of 2.13 against it
 (repeated reads in subprocesses, values and replay).
+
+Layering: planning (compile time). Imports nothing of the overlay.
 """
 
 from __future__ import annotations
