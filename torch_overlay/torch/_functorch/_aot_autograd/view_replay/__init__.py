@@ -58,7 +58,7 @@ from .replay import (
     Regenerator,
 )
 from .saved_input_versions import SavedInputAlias, saved_input_aliases, share_input_version_counters
-from .saved_tensors import share_returned_version_counters
+from .saved_tensors import saves_on_returned_storages, share_returned_version_counters
 from .scope import GraphScope
 from .spec import FunctionViewBase, SymbolOutput, ViewReplay
 from .subclass import aliased_storage, with_dense_input_mutations, with_dense_intermediate_bases
@@ -112,6 +112,7 @@ __all__ = [
     "SavedInputAlias",
     "saved_input_aliases",
     "share_input_version_counters",
+    "saves_on_returned_storages",
     "share_returned_version_counters",
     "sole_mutation_tangent",
     "symbol_output_slice",

@@ -32,11 +32,15 @@ is saved, by the same view of the returned tensor taken through ``detach()``
 keeps its own counter, which is the caller's):
 it shares the returned tensor's storage and version counter, as eager's saved
 view does, and holds no reference to the returned tensor itself (whose
-``grad_fn`` will hold the saved tensors: no reference cycle). A call costs one
-pass over the returned and the saved tensors.
+``grad_fn`` will hold the saved tensors: no reference cycle). Whether any
+saved tensor can lie on such a storage is decided once, at compile time, from
+the partitioned forward graph (:func:`saves_on_returned_storages`, stored in
+``ViewAndMutationMeta.saves_on_returned_storages``): a graph where none does
+pays one attribute test per call; one where some may, one pass over the
+returned and the saved tensors.
 
-Layering: runtime (the compile-time walk reads traced values only). Imports
-nothing of the overlay.
+Layering: runtime (the compile-time functions read traced values only).
+Imports nothing of the overlay.
 """
 
 from __future__ import annotations
@@ -45,7 +49,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from torch import Tensor
+from torch._subclasses.fake_tensor import FakeTensor
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+from torch.fx import Node
 from torch.multiprocessing.reductions import StorageWeakRef
 
 
@@ -67,6 +73,30 @@ def _fresh_returns(fw_outs: Sequence[object], metadata: Any) -> list[Tensor]:
     return [t for t in (*fresh, *bases) if type(t) is Tensor and t.untyped_storage().nbytes()]
 
 
+def saves_on_returned_storages(fw_module: Any, saved_nodes: Sequence[object], meta: Any, dense_meta: Any) -> bool:
+    """Compile-time: whether a tensor the partitioned forward saves (``saved_nodes``) lies on
+    the storage of a fresh tensor it returns, by the traced values of the forward graph. True
+    wherever they cannot tell: graphs with tensor subclasses (``dense_meta``, the forward
+    graph's ViewAndMutationMeta, is not ``meta``, the autograd.Function's) or effect tokens."""
+    if dense_meta is not meta or meta.tokens:
+        return True
+    (output,) = fw_module.graph.find_nodes(op="output")
+    first = meta.num_mutated_inp_runtime_indices
+    returns = output.args[0]
+    outputs = returns[first : first + meta.num_outputs]
+    fresh = [o for o, info in zip(outputs, meta.output_info) if info.output_type.name in _FRESH_OUTPUT_TYPES]
+    bases = returns[first + meta.num_outputs : meta.num_forward_returns]
+    returned: dict[StorageWeakRef, list[Node]] = {}
+    for node in (*fresh, *bases):
+        if isinstance(node, Node) and type(val := node.meta.get("val")) is FakeTensor:
+            returned.setdefault(StorageWeakRef(val.untyped_storage()), []).append(node)
+    for node in saved_nodes:
+        if isinstance(node, Node) and type(val := node.meta.get("val")) is FakeTensor:
+            if any(r is not node for r in returned.get(StorageWeakRef(val.untyped_storage()), ())):
+                return True
+    return False
+
+
 def share_returned_version_counters(
     saved: list[Tensor], fw_outs: Sequence[object], metadata: Any, inputs_returned: Sequence[object] = ()
 ) -> list[Tensor]:
@@ -77,6 +107,8 @@ def share_returned_version_counters(
     graph returned bases that ``fw_outs`` now holds copies of (Note [Bases the graph returns
     as an input]): a tensor saved on such a storage keeps the input's counter, not that of
     another output the graph returned there."""
+    if not (metadata.saves_on_returned_storages or inputs_returned):
+        return saved
     returns = [*_fresh_returns(fw_outs, metadata), *(r for r in inputs_returned if type(r) is Tensor)]
     by_storage = {r.untyped_storage()._cdata: r for r in returns}
     if not by_storage:
