@@ -25,6 +25,7 @@ from . import config
 from .autograd_chain import custom_function_in_view_chain
 from .call import RegenerationCall
 from .fallback import FallbackReason, ViewReplayFallbackError
+from .data_views import DataViewError, regenerates_saved_data_view
 from .fresh_bases import copy_input_bases, regeneration_bases
 from .fresh_views import detach_returned_views, may_return_as_views
 from .foreach_versions import bump_foreach_versions, ModifiedNoGradViewError, traced_output_grad_fn
@@ -84,6 +85,7 @@ __all__ = [
     "config",
     "copy_input_bases",
     "custom_function_in_view_chain",
+    "DataViewError",
     "defer_merged_input_aliases",
     "detach_returned_views",
     "distinct_grad_free_bases",
@@ -105,6 +107,7 @@ __all__ = [
     "regenerate_alias",
     "regenerate_merged_input_aliases",
     "regenerate_without_grad",
+    "regenerates_saved_data_view",
     "regeneration_bases",
     "remap_view_replay_inputs",
     "returns_function_view_base",

@@ -14,7 +14,8 @@ applied with one ``apply_view_meta_sequence``; the segments' ViewMetas are
 built once per distinct symbol values and remembered (rebuilding ViewMetas
 costs more than the view ops they replay).
 A multi-output step calls its op once per group and runtime call
-(pieces.pieces_of, Note [Multi-output views]).
+(pieces.pieces_of, Note [Multi-output views]); so does a ``.data`` step (Note
+[Views through .data] in data_views.py).
 The plan's leading no_grad steps run under ``torch.no_grad()`` (Note [Views
 taken under no_grad]).
 
@@ -51,6 +52,7 @@ from .spec import (
     Seq,
     Step,
     SymbolLocator,
+    DataStep,
     ViewMetaStep,
 )
 
@@ -134,6 +136,12 @@ class _Body:
             self.pending = []
 
     def add(self, step: Step) -> None:
+        if isinstance(step, DataStep):
+            self.flush()
+            # Note [Views through .data]: one ``.data`` tensor per group and runtime call.
+            self.key.append(repr(f"data{step.group}"))
+            self.statements.append(f"t = _pieces(call.groups, ({', '.join(self.key)},), lambda t=t: (_data(t),), None)[0]")
+            return
         args = arg_source(step.args, self.names.name)
         if isinstance(step, ViewMetaStep):
             self.pending.append(f"{self.names.name('_C._functionalization.' + step.view_meta)}({args})")
@@ -203,6 +211,7 @@ def compiled_plan(plan: ReplayPlan) -> ViewFn:
         _remember=_remember,
         _pieces=pieces_of,
         _no_grad=torch.no_grad,
+        _data=torch._C._autograd._get_data_attr,
         _unalias=lambda o: o.alias if type(o) is TensorAlias else o,
     )
     exec(compile(source, "<view_replay plan>", "exec"), scope)  # noqa: S102 - source made by plan_source

@@ -46,6 +46,7 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from .autograd_chain import mixed_no_grad_steps, taken_under_no_grad
 from .builder import PlanBuilder
+from .data_views import data_position, with_data_step
 from .fallback import FallbackReason
 from .merged_inputs import MergedInputAlias
 from .multi_output import is_multi_output_view_meta, MULTI_OUTPUT_VIEW_OPS, OP_ARGS_START, OUT_INDEX_POSITION
@@ -201,12 +202,15 @@ def _static_route(view_metas: Sequence[Any], scope: OutputScope) -> Route:
 
 
 def _view_meta_route(scope: OutputScope, view_metas: Sequence[Any]) -> Route:
+    data = data_position(scope, view_metas)  # Note [Views through .data]
     prefix = autograd_base_prefix(view_metas, scope.base)
     view_metas = view_metas[prefix:]  # Note [Outputs whose autograd base is inside the chain]
     no_grad_steps = mixed_no_grad_steps(scope.output, len(view_metas))
-    if not (prefix or no_grad_steps or needs_replay_plan(view_metas)):
+    if not (prefix or no_grad_steps or data or needs_replay_plan(view_metas)):
         return _static_route(view_metas, scope)
     plan = plan_view_meta_chain(view_metas, scope, no_grad_steps)
+    if data is not None and isinstance(plan, ReplayPlan):
+        plan = with_data_step(plan, data, prefix)
     if no_grad_steps and isinstance(plan, Fallback):
         raise MixedGradModeViewError(
             "view_replay cannot regenerate an output viewed with grad mode on off a view taken under "

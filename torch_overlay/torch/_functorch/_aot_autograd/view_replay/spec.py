@@ -200,7 +200,22 @@ class PiecesStep:
     claims: bool
 
 
-Step = ViewMetaStep | OpStep | PiecesStep
+@dataclasses.dataclass(frozen=True)
+class DataStep:
+    """Take ``.data`` of the result so far: a tensor on its storage with a version counter of
+    its own (Note [Views through .data] in data_views.py)."""
+
+    # The position of the first user output viewed off the same traced ``.data`` tensor: the
+    # outputs of one group share one ``.data`` tensor per runtime call, as eager's do.
+    group: int
+
+    @property
+    def op(self) -> str:
+        """What logs call the step (ReplayPlan.names)."""
+        return "data"
+
+
+Step = ViewMetaStep | OpStep | PiecesStep | DataStep
 
 
 @dataclasses.dataclass(frozen=True)
