@@ -15,6 +15,7 @@ import torch._dynamo
 from torch.testing._internal.common_utils import instantiate_parametrized_tests, parametrize, run_tests
 
 from view_replay_testing import CompileTestCase, PATCHED, strict_view_replay
+from viewreplay_harness.parity import differences
 
 
 def _view_and_flatten(v):
@@ -104,6 +105,25 @@ class TestOutputsThatAreOneTensor(CompileTestCase):
             sum(o.sum() * (k + 1) for k, (o, _) in enumerate(differentiable)).backward()
             sum(r.sum() * (k + 1) for k, (_, r) in enumerate(differentiable)).backward()
             self.assertEqual(x.grad, xe.grad)
+
+    @parametrize("mode", ["aot_eager", "inductor"])
+    @parametrize("program", list(PROGRAMS))
+    def test_full_parity(self, program: str, mode: str) -> None:
+        # Everything observable (viewreplay_harness.parity): values, layout, flags, view nodes,
+        # bases and version counters, in-place on each output then backward through each other.
+        fn = PROGRAMS[program]
+        backend, dynamic = MODES[mode]
+
+        def inputs():
+            x = torch.randn(6, generator=torch.Generator().manual_seed(0), requires_grad=True)
+            return [x], [x]
+
+        with strict_view_replay():
+            found = differences(fn, torch.compile(fn, backend=backend, dynamic=dynamic), inputs)
+        if PATCHED:
+            self.assertEqual(found, [])
+        elif (program, mode) not in STOCK_ONE_TENSOR:
+            self.assertNotEqual(found, [])
 
     def test_without_grad(self) -> None:
         outs, refs, x, xe = self._run("view_and_flatten", "aot_eager", requires_grad=False)

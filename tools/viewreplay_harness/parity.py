@@ -6,8 +6,8 @@ is seen by autograd through the others), and the view nodes of its backward. Thi
 describes those, for tests and the fuzzer to compare eager with compiled:
 
 * :func:`alias_structure` partitions the outputs and inputs by the root of their autograd
-  view chain and by version counter, each tensor named by the first of its class (``out1``,
-  ``in0``);
+  view chain, by version counter and by object, each tensor named by the first of its class
+  (``out1``, ``in0``);
 * :func:`view_node_chain` lists the view nodes of an output's backward, up to the first node
   that is no view's;
 * :func:`inplace_then_backward` runs a program, applies an in-place op to one output and
@@ -38,12 +38,15 @@ VIEW_NODES = frozenset({
 
 @dataclasses.dataclass(frozen=True)
 class AliasStructure:
-    """Two partitions of the outputs, then the inputs, each tensor named by the first tensor
+    """Three partitions of the outputs, then the inputs, each tensor named by the first tensor
     of its class (``out0``, ``in1``): by the root of the autograd view chain (``_base``, or
-    the tensor itself), and by version counter."""
+    the tensor itself), by version counter, and by object."""
 
     bases: tuple[str, ...]
     version_counters: tuple[str, ...]
+    # The partition by object: each tensor named by the first that *is* it (``y, y.flatten()``
+    # of a 1-D ``y`` are one tensor in eager).
+    objects: tuple[str, ...]
 
 
 def _tensors(outs: Sequence[Any], inputs: Sequence[Any]) -> list[tuple[str, torch.Tensor]]:
@@ -71,7 +74,9 @@ def alias_structure(outs: Sequence[Any], inputs: Sequence[Any]) -> AliasStructur
         increment_version(t)
         sharing = [n for (n, u), v in zip(tensors, before) if u._version != v]
         counters.append(sharing[0] if sharing else name)
-    return AliasStructure(bases, tuple(counters))
+    first_of_object: dict[int, str] = {}
+    objects = tuple(first_of_object.setdefault(id(t), name) for name, t in tensors)
+    return AliasStructure(bases, tuple(counters), objects)
 
 
 def view_node_chain(t: torch.Tensor) -> tuple[str, ...]:
@@ -202,6 +207,8 @@ def differences(
         found.append(f"bases: eager {se.bases}, compiled {sc.bases}")
     if se.version_counters != sc.version_counters:
         found.append(f"version counters: eager {se.version_counters}, compiled {sc.version_counters}")
+    if se.objects != sc.objects:
+        found.append(f"objects: eager {se.objects}, compiled {sc.objects}")
     ge, gc = weighted_backward(fn, make_inputs), weighted_backward(compiled, make_inputs)
     if not same_outcome(ge, gc):
         found.append(f"backward through every output: eager {ge.error or 'grads'}, compiled {gc.error or 'grads'}"
