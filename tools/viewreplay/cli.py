@@ -17,8 +17,10 @@ from viewreplay.report import run_report, run_sweep
 from viewreplay.tree import (
     APPLIED,
     PRISTINE,
+    STALE,
     assess,
     change_tree,
+    command_hint,
     locate_tree,
     plan_change,
 )
@@ -41,33 +43,42 @@ def cmd_apply(args: argparse.Namespace) -> int:
     repo = load_repo(_repo_root(args), args.pin)
     tree = locate_tree(args.tree, repo.pin)
     action = "revert" if args.revert else "apply"
+
+    def wheel() -> Path:
+        return _pinned_wheel(repo, args.wheel)
+
     if args.check:
-        print(f"{tree.root}: {assess(repo, tree).state}")
+        print(f"{tree.root}: {assess(repo, tree).describe()}")
         try:
-            plan_change(repo, tree, revert=args.revert)
+            plan_change(repo, tree, revert=args.revert, wheel=wheel)
         except ViewReplayError as exc:
             print(f"{action} would be refused")
             print(f"viewreplay apply --check: {exc}", file=sys.stderr)
             return 1
         print(f"{action} would succeed")
         return 0
-    plan = change_tree(repo, tree, revert=args.revert)
+    plan = change_tree(repo, tree, revert=args.revert, wheel=wheel)
     done = "reverted" if args.revert else "applied"
     print(
         f"{tree.root}: {done} {len(repo.patches)} patch(es) and {len(repo.overlay)} overlay file(s); "
         f"{len(plan.writes) + len(plan.deletes)} file(s) changed"
     )
+    for rel in plan.from_wheel:
+        print(f"  {rel}: restored from the pinned wheel (the current series' hooks do not explain it)")
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """Print whether the tree is pristine, applied or partial (with reasons)."""
+    """Print whether the tree is pristine, applied, applied with a stale overlay or hooks, or partial (with reasons)."""
     repo = load_repo(_repo_root(args), args.pin)
     tree = locate_tree(args.tree, repo.pin)
     assessment = assess(repo, tree)
-    print(f"{tree.root}: {assessment.state} (torch {tree.version}, {tree.form})")
+    print(f"{tree.root}: {assessment.describe()} (torch {tree.version}, {tree.form})")
     for problem in assessment.problems:
         print(f"  {problem}")
+    if assessment.state == STALE:
+        print(f"  to bring it up to date: {command_hint(repo, 'apply', '--revert', tree.root)}; "
+              f"then: {command_hint(repo, 'apply', tree.root)}")
     return 0 if assessment.state in (PRISTINE, APPLIED) else 1
 
 
@@ -387,9 +398,16 @@ def build_parser() -> argparse.ArgumentParser:
     apply = add("apply", cmd_apply, "apply the patch series and overlay to a torch tree (all-or-nothing)")
     apply.add_argument("tree", type=Path, metavar="TREE", help=tree_help)
     apply.add_argument("--check", action="store_true", help="dry run: report the state and whether it would succeed")
-    apply.add_argument("--revert", action="store_true", help="revert instead of apply")
+    apply.add_argument("--revert", action="store_true",
+                       help="revert instead of apply: back to pristine, also a tree applied with another revision "
+                            "of the series (a stale overlay or hooks)")
+    apply.add_argument("--wheel", type=Path, metavar="PATH",
+                       help="with --revert: the pin's upstream wheel, read only for the pinned files the current series "
+                            f"does not explain (default: the one in {WHEEL_CACHE}/, pip-downloaded there if absent)")
 
-    status = add("status", cmd_status, "report whether a torch tree is pristine, applied or partial")
+    status = add("status", cmd_status,
+                 "report whether a torch tree is pristine, applied, applied with a stale overlay or hooks, or partial "
+                 "(exit 0: pristine or applied)")
     status.add_argument("tree", type=Path, metavar="TREE", help=tree_help)
 
     pin_update = add("pin-update", cmd_pin_update, "recompute the pin's pin.toml [files] from its upstream wheel")
