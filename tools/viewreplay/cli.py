@@ -243,16 +243,28 @@ def cmd_stage_upstream(args: argparse.Namespace) -> int:
 
 
 def cmd_check_prefixes(args: argparse.Namespace) -> int:
-    """Apply every prefix of the staged stack with git am and run the tests each PR adds."""
+    """Apply every prefix of the staged stack with git am; each PR's tests fail before it and pass with it, and
+    every PR's tests pass together on the whole stack (or, with --pr, one PR's tests only)."""
     repo = load_repo(_repo_root(args), args.pin)
-    results = prefixcheck.check_prefixes(
+    if args.pr is not None:
+        prefixcheck.resolve_pr(repo, args.pr)  # an unknown name before minutes of staging
+    total = len(repo.patches)
+    what = (prefixcheck.HEADER if args.pr is None
+            else f"the prefixes before {args.pr} are applied untested; its tests must fail before it and pass with it")
+    print(f"check-prefixes: {what}", flush=True)
+    results, stack = prefixcheck.check_prefixes(
         repo, _pinned_wheel(repo, args.wheel), args.stock_python,
         checkout=args.checkout.resolve() if args.checkout else None, timeout=args.timeout,
+        pr=args.pr, jobs=args.jobs, progress=lambda text: print(text, flush=True),
     )
-    total = len(repo.patches)
-    print(prefixcheck.format_results(results, total))
-    ok = len(results) == total and all(r.ok for r in results)
-    print(f"{sum(r.ok for r in results)} of {total} prefix(es) apply, and their tests fail before the PR and pass with it")
+    if args.pr is not None:
+        print(prefixcheck.format_prefix(results[0], total))
+        return 0 if results[0].ok else 1
+    if stack is not None:
+        print(prefixcheck.format_stack(stack, total))
+    ok = len(results) == total and all(r.ok for r in results) and stack is not None and stack.ok
+    print(f"{sum(r.ok for r in results)} of {total} prefix(es) apply, and their tests fail before the PR and pass "
+          f"with it; the whole stack's tests: {'pass' if stack and stack.ok else 'FAIL' if stack else 'not run'}")
     return 0 if ok else 1
 
 
@@ -334,13 +346,21 @@ def _add_series_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
     stage.add_argument("--wheel", type=Path, metavar="PATH", help=wheel_help)
 
     prefixes = add("check-prefixes", cmd_check_prefixes,
-                   "stage the stack; apply each prefix with git am and run the tests its PR adds on that prefix's torch")
+                   "stage the stack; apply each prefix with git am: its PR's tests fail before it and pass with it, and all "
+                   "PRs' tests pass together on the whole stack")
     prefixes.add_argument("--stock-python", required=True, metavar="PYTHON",
                           help="interpreter of the stock torch venv (its torch is hard-linked, never modified)")
     prefixes.add_argument("--checkout", type=Path, metavar="DIR",
                           help="a PyTorch git checkout with the pinned tag (default: make-checkout)")
     prefixes.add_argument("--wheel", type=Path, metavar="PATH", help=wheel_help)
-    prefixes.add_argument("--timeout", type=float, default=1800, metavar="SECONDS", help="per prefix (default: 1800)")
+    prefixes.add_argument("--timeout", type=float, default=1800, metavar="SECONDS",
+                          help="per pytest run (default: 1800)")
+    prefixes.add_argument("--pr", metavar="NAME",
+                          help="check one PR: apply the prefixes before it untested, then its tests must fail before "
+                               "it and pass with it (NAME: the patch's name without number and .patch, e.g. "
+                               "same-object-outputs, or its file name)")
+    prefixes.add_argument("--jobs", type=int, default=2, metavar="N",
+                          help="pytest-xdist workers of the whole-stack run (default: 2; 1: no xdist)")
 
     aot = add("run-aotdispatch", cmd_run_aotdispatch,
               "run upstream's test_aotdispatch.py on stock and patched torch and compare (exit 1 on a regression)")
