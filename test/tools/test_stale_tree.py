@@ -7,6 +7,7 @@ work without the previous revision of the repository (no git stash).
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -55,9 +56,13 @@ def test_stale_overlay_is_named_and_reverts(
 
     assert run_cli("apply", "--repo", fixture_repo, "--check", "--revert", tree) == 0
     assert snapshot(tree) == before
-    assert run_cli("apply", "--repo", fixture_repo, "--revert", tree) == 0
+    # The hints are the commands to run, as they are printed.
+    hint = next(line for line in out.splitlines() if "to bring it up to date: " in line)
+    revert, then = hint.partition("to bring it up to date: ")[2].split("; then: ")
+    assert shlex.split(revert)[:2] == ["viewreplay", "apply"] and "--revert" in revert
+    assert run_cli(*shlex.split(revert)[1:]) == 0
     assert snapshot(tree) == snapshot(pristine_template)
-    assert run_cli("apply", "--repo", fixture_repo, tree) == 0
+    assert run_cli(*shlex.split(then)[1:]) == 0
     assert (tree / FIXTURE_OVERLAY).read_text().endswith("VALUE = 2\n")
     code, out = status(fixture_repo, tree, capsys)
     assert (code, out.split(" (")[0]) == (0, f"{tree}: applied")

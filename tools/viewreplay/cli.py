@@ -202,9 +202,8 @@ def cmd_checkout_series(args: argparse.Namespace) -> int:
     subjects = export.checkout_series(repo, _pinned_wheel(repo, args.wheel), args.dir.resolve())
     print(f"{args.dir}: {repo.pin.upstream_tag} + {len(subjects)} commit(s):")
     print("\n".join(f"  {s}" for s in subjects))
-    pin = "" if repo.pin.newest else f" --pin {repo.pin.version}"
     print(f"edit there (commit --fixup=<PR commit>, then rebase -i --autosquash {repo.pin.upstream_tag}), "
-          f"then: viewreplay export{pin} {args.dir}")
+          f"then: {command_hint(repo, 'export', args.dir.resolve())}")
     return 0
 
 
@@ -224,7 +223,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     print(f"{repo.root}: {len(changed)} file(s) written" + "".join(f"\n  {c}" for c in changed))
     touched = set(load_repo(repo.root, repo.pin.version, require_pinned_hashes=False).touched_files)
     if touched != set(repo.pin.files):
-        print("the set of touched upstream files changed: run 'viewreplay pin-update'")
+        print(f"the set of touched upstream files changed: run '{command_hint(repo, 'pin-update')}'")
     return 0
 
 
