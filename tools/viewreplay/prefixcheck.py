@@ -320,13 +320,13 @@ def check_prefixes(
     total = len(repo.patches)
     with tempfile.TemporaryDirectory(prefix="viewreplay-prefixes-") as tmp:
         work = Path(tmp)
-        patches, _ = stage_upstream(repo, work / "staged", wheel=wheel, checkout=checkout)
+        if checkout is None:  # one stand-in checkout, extracted once: staged on (a worktree of it) and cloned
+            checkout = work / "stand-in"
+            make_checkout(repo.pin, wheel, checkout, all_files=False)
+        patches, _ = stage_upstream(repo, work / "staged", wheel=None, checkout=checkout)
         fresh = work / "pytorch"
-        if checkout is not None:
-            git(work, "clone", "-q", str(checkout), str(fresh))
-            git(fresh, "checkout", "-q", "--detach", tag)
-        else:
-            make_checkout(repo.pin, wheel, fresh, all_files=False)
+        git(work, "clone", "-q", str(checkout), str(fresh))
+        git(fresh, "checkout", "-q", "--detach", tag)
         scratch = ScratchTorch(purelib, work / "site-packages")
         (fresh / "test").mkdir(exist_ok=True)
         plugin_dir = work / "plugin"
