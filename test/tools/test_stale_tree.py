@@ -97,3 +97,14 @@ def test_stale_overlay_of_the_real_series(tree: Path, pristine_template: Path, c
     assert f"applied, stale overlay: 2 file(s) differ from the repository's: {names}" in out
     assert run_cli("apply", *REAL_REPO, "--revert", tree) == 0
     assert snapshot(tree) == snapshot(pristine_template)
+
+
+def test_revert_restores_a_missing_pinned_file_of_an_applied_tree(
+    fixture_repo: Path, tree: Path, pristine_template: Path, pinned_wheel: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli("apply", "--repo", fixture_repo, tree) == 0
+    (tree / FIXTURE_TOUCHED[1]).unlink()
+    assert run_cli("apply", "--repo", fixture_repo, tree) == 1
+    assert "pinned file is missing" in capsys.readouterr().err
+    assert run_cli("apply", "--repo", fixture_repo, "--revert", "--wheel", pinned_wheel, tree) == 0
+    assert snapshot(tree) == snapshot(pristine_template)

@@ -301,8 +301,8 @@ def plan_change(repo: Repo, tree: Tree, *, revert: bool, wheel: WheelSource | No
 def _plan_revert(repo: Repo, tree: Tree, assessment: Assessment, wheel: WheelSource | None) -> Plan:
     """Every pinned file back to its pinned hash, every file of the overlay package removed, or one line why not.
 
-    A file the current series' hooks explain is reverse-patched; any other changed pinned file is taken
-    from the pinned wheel (its hash checked), but only in a tree that holds the overlay package: the
+    A file the current series' hooks explain is reverse-patched; any other changed (or missing) pinned file is
+    taken from the pinned wheel (its hash checked), but only in a tree that holds the overlay package: the
     evidence that the series, of some revision, was applied to it (not a stock tree edited by hand).
     The overlay package is the series' own (the pinned release has no such files), so every file of it
     in the tree goes, whether or not it is the repository's.
@@ -313,22 +313,21 @@ def _plan_revert(repo: Repo, tree: Tree, assessment: Assessment, wheel: WheelSou
 
     if assessment.state == PRISTINE:
         raise refuse("the tree is already pristine")
-    if assessment.missing:
-        raise refuse(f"pinned file(s) missing, cannot be restored in place: {', '.join(assessment.missing)}")
-    if assessment.unexplained and not assessment.holds_overlay:
+    restore = sorted(assessment.unexplained + assessment.missing)
+    if restore and not assessment.holds_overlay:
         raise refuse(
-            f"{', '.join(assessment.unexplained)}: differ(s) from {repo.pin.path.name} and not by the current "
-            "series' hooks, and the tree holds no overlay (not a tree the series was applied to)"
+            f"{', '.join(restore)}: missing or changed, and not by the current series' hooks, in a tree that holds "
+            "no overlay (not a tree the series was applied to)"
         )
     plan = Plan()
     plan.writes = {tree.root / rel: data for rel, data in assessment.reverted.items()}
-    if assessment.unexplained:
+    if restore:
         if wheel is None:
-            raise refuse(f"{', '.join(assessment.unexplained)}: not the current series' hooks, and no pinned "
-                         "wheel to restore them from")
+            raise refuse(f"{', '.join(restore)}: not the current series' hooks, and no pinned wheel to restore "
+                         "them from")
         source = wheel()
         with zipfile.ZipFile(source) as archive:
-            for rel in assessment.unexplained:
+            for rel in restore:
                 try:
                     data = archive.read(rel)
                 except KeyError:
