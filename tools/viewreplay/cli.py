@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -251,6 +252,7 @@ def cmd_check_prefixes(args: argparse.Namespace) -> int:
     what = (prefixcheck.HEADER if args.pr is None
             else f"the prefixes before {args.pr} are applied untested; its tests must fail before it and pass with it")
     print(f"check-prefixes: {what}", flush=True)
+    started = time.monotonic()
     results, stack = prefixcheck.check_prefixes(
         repo, _pinned_wheel(repo, args.wheel), args.stock_python,
         checkout=args.checkout.resolve() if args.checkout else None, timeout=args.timeout,
@@ -263,7 +265,8 @@ def cmd_check_prefixes(args: argparse.Namespace) -> int:
         print(prefixcheck.format_stack(stack, total))
     ok = len(results) == total and all(r.ok for r in results) and stack is not None and stack.ok
     print(f"{sum(r.ok for r in results)} of {total} prefix(es) apply, and their tests fail before the PR and pass "
-          f"with it; the whole stack's tests: {'pass' if stack and stack.ok else 'FAIL' if stack else 'not run'}")
+          f"with it; the whole stack's tests: {'pass' if stack and stack.ok else 'FAIL' if stack else 'not run'} "
+          f"({time.monotonic() - started:.0f} s)")
     return 0 if ok else 1
 
 

@@ -264,6 +264,9 @@ class _Runner:
             output = (result.stdout + result.stderr).strip()
         except subprocess.TimeoutExpired:
             output = f"pytest did not finish within {self.timeout:.0f} s"
+        else:
+            if result.returncode == 4 and jobs > 1:  # a usage error: no pytest-xdist there (or a checkout's ini
+                return self.run(units)            # turns it off); one process then
         try:
             report = json.loads(outcomes_file.read_text(encoding="utf-8"))
         except (FileNotFoundError, json.JSONDecodeError):
@@ -369,7 +372,7 @@ def check_prefixes(
                 # The scratch torch still holds the previous prefix: PR k-1's tests pass there, PR k's fail.
                 outcomes, output, seconds = runner.run(earlier + result.tests)
                 if pending is not None:
-                    _finish(pending, outcomes, output, seconds)
+                    _finish(pending, outcomes, output, 0.0)  # the run's time is counted once, here
                     report(pending)
                 result.before = {t: outcomes[t] for t in result.tests}
                 if result.passing_before:
@@ -381,7 +384,7 @@ def check_prefixes(
                 report(result)
             pending = result if result.tests else None
         # The whole stack: every PR's tests together (the last PR's "with it" run among them).
-        outcomes, output, seconds = runner.run(every_test, jobs=jobs)
+        outcomes, output, seconds = runner.run(every_test, jobs=jobs) if every_test else ({}, "", 0.0)
         if pending is not None:
             _finish(pending, outcomes, output, 0.0)
             report(pending)
@@ -390,7 +393,7 @@ def check_prefixes(
 
 
 def _finish(result: PrefixResult, outcomes: dict[str, str], output: str, seconds: float) -> None:
-    """Record a prefix's "with it" run."""
+    """Record a prefix's "with it" run (``seconds``: the run's time, where it was its own)."""
     result.after = {t: outcomes[t] for t in result.tests}
     result.seconds += seconds
     if result.failing_after:
