@@ -97,7 +97,7 @@ test-tools: $(STOCK)/.installed
 	$(STOCK)/bin/python -m pytest -q test/tools
 
 # Every prefix of the staged stack applies with git am, and its PR's tests fail before it and pass with it; every
-# PR's tests pass together on the whole stack, with pytest-xdist on every core (`make test`: on the newest pin,
+# PR's tests pass together on the whole stack; one pytest process per core at once (`make test`: on the newest pin,
 # what stage-upstream targets).
 test-prefixes: $(STOCK)/.installed
 	@echo "== torch $(PIN): check-prefixes"

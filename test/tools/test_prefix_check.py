@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from viewreplay.prefixcheck import _changed_test_methods, ScratchTorch
 from viewreplay_testlib import GIT_ENV, snapshot
 
@@ -140,14 +142,18 @@ def run_fake_check(tmp_path: Path, monkeypatch, stack: list, **kwargs):  # noqa:
     )
     before = snapshot(purelib)
     progress: list[str] = []
-    results, whole = prefixcheck.check_prefixes(repo, tmp_path / "wheel.whl", sys.executable, jobs=1,
+    kwargs.setdefault("jobs", 1)
+    results, whole = prefixcheck.check_prefixes(repo, tmp_path / "wheel.whl", sys.executable,
                                                 progress=progress.append, **kwargs)
     assert snapshot(purelib) == before
     return results, whole, progress
 
 
-def test_check_prefixes_own_tests_before_and_after_and_the_whole_stack(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
-    results, whole, progress = run_fake_check(tmp_path, monkeypatch, FAKE_STACK)
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_check_prefixes_own_tests_before_and_after_and_the_whole_stack(
+    tmp_path: Path, monkeypatch, jobs: int  # noqa: ANN001
+) -> None:
+    results, whole, progress = run_fake_check(tmp_path, monkeypatch, FAKE_STACK, jobs=jobs)
     assert [r.ok for r in results] == [True, True, True]
     assert results[0].before == {"test/functorch/test_a.py": "failed"}  # assertion fails on stock
     assert results[1].before == {"test/functorch/test_b.py": "failed"}  # does not import before

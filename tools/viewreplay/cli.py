@@ -362,7 +362,7 @@ def _add_series_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
                                "it and pass with it (NAME: the patch's name without number and .patch, e.g. "
                                "same-object-outputs, or its file name)")
     prefixes.add_argument("--jobs", type=int, default=2, metavar="N",
-                          help="pytest-xdist workers of the whole-stack run (default: 2; 1: no xdist)")
+                          help="pytest processes at once, each with its own scratch torch (default: 2)")
 
     aot = add("run-aotdispatch", cmd_run_aotdispatch,
               "run upstream's test_aotdispatch.py on stock and patched torch and compare (exit 1 on a regression)")

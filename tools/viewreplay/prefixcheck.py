@@ -8,21 +8,23 @@ upstream test methods its test patches change. What is checked where:
 - at each prefix k, PR k's own tests run against the previous prefix's torch, where each test file
   (or method) must fail (they test what the PR changes; a test that cannot fail is a defect), and
   against a torch holding exactly prefix k's ``torch/`` files, where they must pass;
-- at the last prefix (the whole stack), every PR's tests run together, and must all pass: a later
+- at the last prefix (the whole stack), every PR's tests run together, in one process, and must all pass: a later
   PR must not break what an earlier one tests. Earlier PRs' tests are not rerun at the
   intermediate prefixes (that made the check quadratic): a PR that breaks an earlier PR's test
   while a later one repairs it is not caught, the stack as it lands is.
 
-Both checks of a torch run in one pytest process, since the previous prefix's torch is the torch
-on which PR k's tests must fail: PR k-1's "with it" run and PR k's "before" run are one process,
-with the checkout at prefix k. That is exact when PR k only adds test files (the test files of
-PR k-1 are then the same at both prefixes); where PR k changes or deletes an existing test file,
-PR k-1's tests run alone before PR k is applied. Outcomes are per test file (or method), read from
-a small pytest plugin's report (every test's setup, call and teardown, and each collection error;
-``--continue-on-collection-errors``, since a test of a later PR usually fails to import before it):
-a file fails when any of its tests fails or errors or it does not import, passes when at least one
-of its tests ran and none failed; a file none of whose tests ran counts as neither. The
-whole-stack run uses pytest-xdist (``--jobs``, default 2).
+Every prefix is applied first (``git am`` is quick); then the tests run, ``--jobs`` pytest processes
+at once (default 2), each with its own scratch torch and its own copy of the ``test/`` tree of the
+commit whose tests it runs: the whole-stack run first (the longest), then one process per prefix.
+The previous prefix's torch is the torch on which PR k's tests must fail, so PR k-1's "with it" run
+and PR k's "before" run are one process, on the ``test/`` tree of prefix k. That is exact when PR k
+only adds test files (PR k-1's test files are then the same at both prefixes); where PR k changes or
+deletes an existing test file, PR k-1's tests run in a process of their own, on prefix k-1's tree.
+The last PR's "with it" run is the whole-stack run. Outcomes are per test file (or method), read
+from a small pytest plugin's report (every test's setup, call and teardown, and each collection
+error; ``--continue-on-collection-errors``, since a test of a later PR usually fails to import
+before it): a file fails when any of its tests fails or errors or it does not import, passes when at
+least one of its tests ran and none failed; a file none of whose tests ran counts as neither.
 
 ``--pr NAME`` checks one PR: the prefixes before it are applied with ``git am`` and not tested,
 then its tests must fail before it and pass with it.
@@ -37,8 +39,10 @@ packages (numpy, sympy, pytest, ...) come from the stock venv.
 from __future__ import annotations
 
 import ast
+import concurrent.futures
 import json
 import os
+import queue
 import re
 import shutil
 import subprocess
@@ -240,38 +244,91 @@ def unit_outcomes(units: list[str], checkout: Path, report: dict) -> dict[str, s
 
 
 @dataclass
-class _Runner:
-    """Runs pytest on units of the checkout against the scratch torch, one process per call."""
+class _Job:
+    """One pytest process: ``units`` from the test/ tree of ``commit``, against a torch holding ``torch_files``."""
 
-    python: str
-    checkout: Path
+    torch_files: dict[str, bytes]
+    commit: str
+    units: list[str]
+    # The PR whose "before" outcomes it gives, the PR whose "with it" outcomes it gives, or the whole stack.
+    before_of: PrefixResult | None = None
+    after_of: PrefixResult | None = None
+    stack: bool = False
+
+
+@dataclass
+class _Slot:
+    """What one pytest process at a time needs of its own: a scratch torch, a test tree, an outcomes file."""
+
     scratch: ScratchTorch
-    plugin_dir: Path
-    timeout: float
+    root: Path
 
-    def run(self, units: list[str], jobs: int = 1) -> tuple[dict[str, str], str, float]:
+
+class _Runner:
+    """Runs jobs, at most ``workers`` pytest processes at once, each slot with its own scratch torch."""
+
+    def __init__(self, python: str, source: Path, purelib: Path, work: Path, timeout: float, workers: int) -> None:
+        self.python, self.source, self.timeout = python, source, timeout
+        self.plugin_dir = work / "plugin"
+        self.plugin_dir.mkdir()
+        (self.plugin_dir / f"{PLUGIN}.py").write_text(PLUGIN_SOURCE, encoding="utf-8")
+        self.slots: queue.Queue[_Slot] = queue.Queue()
+        for number in range(max(workers, 1)):
+            slot = _Slot(ScratchTorch(purelib, work / f"site-packages-{number}"), work / f"tests-{number}")
+            self.slots.put(slot)
+        self.workers = max(workers, 1)
+
+    def check_import(self) -> None:
+        slot = self.slots.get()
+        try:
+            slot.root.mkdir(parents=True, exist_ok=True)
+            _check_scratch_import(self.python, slot.scratch, slot.root)
+        finally:
+            self.slots.put(slot)
+
+    def run_all(self, jobs: list[_Job], done: Callable[[_Job, dict[str, str], str, float], None]) -> None:
+        """Run every job (in this order, ``workers`` at a time); ``done`` gets each result, in this thread."""
+        with concurrent.futures.ThreadPoolExecutor(max_workers=self.workers) as pool:
+            futures = {pool.submit(self._run, job): job for job in jobs}
+            for future in concurrent.futures.as_completed(futures):
+                done(futures[future], *future.result())
+
+    def _run(self, job: _Job) -> tuple[dict[str, str], str, float]:
+        slot = self.slots.get()
+        try:
+            slot.scratch.use(job.torch_files)
+            if slot.root.exists():
+                shutil.rmtree(slot.root)
+            slot.root.mkdir()
+            # The job's test/ tree, as the commit has it (the checkout moves on meanwhile).
+            archive = subprocess.run(["git", "archive", "--format=tar", job.commit, "test"], cwd=self.source,
+                                     check=False, capture_output=True)
+            if archive.returncode == 0:
+                subprocess.run(["tar", "-x", "-C", str(slot.root)], input=archive.stdout, check=True)
+            (slot.root / "test").mkdir(exist_ok=True)
+            return self.run(slot, job.units)
+        finally:
+            self.slots.put(slot)
+
+    def run(self, slot: _Slot, units: list[str]) -> tuple[dict[str, str], str, float]:
         """(outcome per unit, pytest's output, seconds)."""
         started = time.monotonic()
-        outcomes_file = self.plugin_dir / "outcomes.json"
+        outcomes_file = slot.root / ".outcomes.json"
         outcomes_file.unlink(missing_ok=True)
         command = [self.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN,
-                   "--continue-on-collection-errors", *(["-n", str(jobs)] if jobs > 1 else []),
-                   *[str(self.checkout / u) for u in units]]
-        env = {**_test_env(self.scratch, self.plugin_dir), "VIEWREPLAY_OUTCOMES": str(outcomes_file)}
+                   "--continue-on-collection-errors", *[str(slot.root / u) for u in units]]
+        env = {**_test_env(slot.scratch, self.plugin_dir), "VIEWREPLAY_OUTCOMES": str(outcomes_file)}
         try:
-            result = subprocess.run(command, cwd=self.checkout / "test", env=env, check=False,
+            result = subprocess.run(command, cwd=slot.root / "test", env=env, check=False,
                                     capture_output=True, text=True, timeout=self.timeout)
             output = (result.stdout + result.stderr).strip()
         except subprocess.TimeoutExpired:
             output = f"pytest did not finish within {self.timeout:.0f} s"
-        else:
-            if result.returncode == 4 and jobs > 1:  # a usage error: no pytest-xdist there (or a checkout's ini
-                return self.run(units)            # turns it off); one process then
         try:
             report = json.loads(outcomes_file.read_text(encoding="utf-8"))
         except (FileNotFoundError, json.JSONDecodeError):
-            report = {"rootdir": str(self.checkout), "reports": []}
-        return unit_outcomes(units, self.checkout, report), output, time.monotonic() - started
+            report = {"rootdir": str(slot.root), "reports": []}
+        return unit_outcomes(units, slot.root, report), output, time.monotonic() - started
 
 
 def _git_am(checkout: Path, patch: Path) -> str | None:
@@ -312,9 +369,9 @@ def check_prefixes(
     repo: Repo, wheel: Path, stock_python: str, *, checkout: Path | None = None, timeout: float = 1800,
     pr: str | None = None, jobs: int = 2, progress: Callable[[str], None] | None = None,
 ) -> tuple[list[PrefixResult], StackResult | None]:
-    """Stage the stack, then apply and test each prefix (module docstring); stop at the first prefix that does
-    not apply. With ``pr``, apply the prefixes up to that PR and test only it. ``progress`` gets each prefix's
-    lines as soon as they are known."""
+    """Stage the stack, apply every prefix, then run their tests (module docstring), ``jobs`` pytest processes at
+    once; stop at the first prefix that does not apply. With ``pr``, apply the prefixes up to that PR and test
+    only it. ``progress`` gets each prefix's lines as soon as they are known, in order."""
     target = resolve_pr(repo, pr) if pr is not None else None
     tag = repo.pin.upstream_tag
     if os.sep in stock_python:  # the tests run in the checkout: keep the venv's path, do not resolve the link
@@ -330,102 +387,88 @@ def check_prefixes(
         fresh = work / "pytorch"
         git(work, "clone", "-q", str(checkout), str(fresh))
         git(fresh, "checkout", "-q", "--detach", tag)
-        scratch = ScratchTorch(purelib, work / "site-packages")
-        (fresh / "test").mkdir(exist_ok=True)
-        plugin_dir = work / "plugin"
-        plugin_dir.mkdir()
-        (plugin_dir / f"{PLUGIN}.py").write_text(PLUGIN_SOURCE, encoding="utf-8")
-        _check_scratch_import(stock_python, scratch, fresh / "test")
-        runner = _Runner(stock_python, fresh, scratch, plugin_dir, timeout)
+        runner = _Runner(stock_python, fresh, purelib, work, timeout, jobs)
+        runner.check_import()
 
-        def report(result: PrefixResult) -> None:
-            if progress is not None:
-                progress(format_prefix(result, total))
-
-        if target is not None:
-            return [_check_one(patches, target, fresh, tag, scratch, runner)], None
-
+        # Apply every prefix first (git am is quick): its commit, torch/ files and tests.
         results: list[PrefixResult] = []
-        pending: PrefixResult | None = None  # a prefix whose tests still have to run with it
-        every_test: list[str] = []
-        for index, patch in enumerate(patches, 1):
-            if pending is not None and changes_existing_tests(patch):
-                _finish(pending, *runner.run(pending.tests))
-                report(pending)
-                pending = None
-            started = time.monotonic()
+        commits: list[str] = []
+        torch_at: list[dict[str, bytes]] = [{}]  # prefix k's torch/ files (0: stock)
+        separate: list[bool] = []  # PR k changes an existing test file: PR k-1's tests run on their own tree
+        last = target or len(patches)
+        for index, patch in enumerate(patches[:last], 1):
+            separate.append(changes_existing_tests(patch))
             problem = _git_am(fresh, patch)
             if problem is not None:
-                if pending is not None:
-                    _finish(pending, *runner.run(pending.tests))
-                    report(pending)
-                results.append(PrefixResult(index, patch.name, [], [], problem=problem,
-                                            seconds=time.monotonic() - started))
-                report(results[-1])
-                return results, None
+                results.append(PrefixResult(index, patch.name, [], [], problem=problem))
+                break
             result = PrefixResult(index, git(fresh, "log", "-1", "--format=%s").strip(),
                                   _changed_torch_files(fresh, tag), _added_tests(fresh) + _changed_test_methods(fresh))
-            results.append(result)
-            every_test += result.tests
-            earlier = pending.tests if pending is not None else []
-            if result.tests or earlier:
-                # The scratch torch still holds the previous prefix: PR k-1's tests pass there, PR k's fail.
-                outcomes, output, seconds = runner.run(earlier + result.tests)
-                if pending is not None:
-                    _finish(pending, outcomes, output, 0.0)  # the run's time is counted once, here
-                    report(pending)
-                result.before = {t: outcomes[t] for t in result.tests}
-                if result.passing_before:
-                    result.output += output
-            result.seconds = time.monotonic() - started
-            scratch.use({rel: (fresh / rel).read_bytes() for rel in result.torch_files})
             if not result.tests:
                 result.problem = "this PR adds no tests"
-                report(result)
-            pending = result if result.tests else None
-        # The whole stack: every PR's tests together (the last PR's "with it" run among them).
-        outcomes, output, seconds = runner.run(every_test, jobs=jobs) if every_test else ({}, "", 0.0)
-        if pending is not None:
-            _finish(pending, outcomes, output, 0.0)
-            report(pending)
-        stack = StackResult(every_test, outcomes, seconds, output)
+            results.append(result)
+            commits.append(git(fresh, "rev-parse", "HEAD").strip())
+            torch_at.append({rel: (fresh / rel).read_bytes() for rel in result.torch_files})
+        applied = len(commits)
+        stack_ok = target is None and applied == len(patches)
+
+        # The pytest processes: the whole stack first (the longest), then one per prefix.
+        plan: list[_Job] = []
+        every_test = [t for r in results[:applied] for t in r.tests]
+        if stack_ok and every_test:
+            plan.append(_Job(torch_at[applied], commits[-1], every_test, after_of=results[applied - 1], stack=True))
+        first = target or 1
+        for k in range(first, applied + 1):
+            result = results[k - 1]
+            pending = results[k - 2] if k > first else None  # its "with it" run is on this torch (prefix k-1)
+            if pending is not None and not pending.tests:
+                pending = None
+            if pending is not None and separate[k - 1]:
+                plan.append(_Job(torch_at[k - 1], commits[k - 2], pending.tests, after_of=pending))
+                pending = None
+            units = (pending.tests if pending is not None else []) + result.tests
+            if units:
+                plan.append(_Job(torch_at[k - 1], commits[k - 1], units, before_of=result if result.tests else None,
+                                 after_of=pending))
+        if applied >= first and results[applied - 1].tests and not stack_ok:
+            # The last applied prefix's "with it" run, where no whole-stack run gives it.
+            plan.append(_Job(torch_at[applied], commits[applied - 1], results[applied - 1].tests,
+                             after_of=results[applied - 1]))
+
+        stack: StackResult | None = None
+        shown = first - 1
+
+        def done(job: _Job, outcomes: dict[str, str], output: str, seconds: float) -> None:
+            nonlocal stack, shown
+            if job.stack:
+                stack = StackResult(job.units, outcomes, seconds, output)
+            if job.before_of is not None:
+                result = job.before_of
+                result.before = {t: outcomes[t] for t in result.tests}
+                result.seconds += seconds
+                if result.passing_before:
+                    result.output += ("\n" if result.output else "") + output
+            if job.after_of is not None:
+                result = job.after_of
+                result.after = {t: outcomes[t] for t in result.tests}
+                result.seconds += 0.0 if job.before_of is not None or job.stack else seconds
+                if result.failing_after:
+                    result.output += ("\n" if result.output else "") + output
+            while shown < len(results) and _complete(results[shown]):
+                if progress is not None:
+                    progress(format_prefix(results[shown], total))
+                shown += 1
+
+        runner.run_all(plan, done)
+        if target is not None:
+            results = results[target - 1:] if len(results) >= target else results[-1:]
     return results, stack
 
 
-def _finish(result: PrefixResult, outcomes: dict[str, str], output: str, seconds: float) -> None:
-    """Record a prefix's "with it" run (``seconds``: the run's time, where it was its own)."""
-    result.after = {t: outcomes[t] for t in result.tests}
-    result.seconds += seconds
-    if result.failing_after:
-        result.output += ("\n" if result.output else "") + output
-
-
-def _check_one(
-    patches: list[Path], target: int, fresh: Path, tag: str, scratch: ScratchTorch, runner: _Runner
-) -> PrefixResult:
-    """--pr: apply the prefixes before ``target`` untested, then check that PR's tests fail before and pass with it."""
-    for index, patch in enumerate(patches[: target - 1], 1):
-        problem = _git_am(fresh, patch)
-        if problem is not None:
-            return PrefixResult(index, patch.name, [], [], problem=problem)
-    started = time.monotonic()
-    scratch.use({rel: (fresh / rel).read_bytes() for rel in _changed_torch_files(fresh, tag)})
-    problem = _git_am(fresh, patches[target - 1])
-    if problem is not None:
-        return PrefixResult(target, patches[target - 1].name, [], [], problem=problem)
-    result = PrefixResult(target, git(fresh, "log", "-1", "--format=%s").strip(), _changed_torch_files(fresh, tag),
-                          _added_tests(fresh) + _changed_test_methods(fresh))
-    if not result.tests:
-        result.problem = "this PR adds no tests"
-        return result
-    outcomes, output, _ = runner.run(result.tests)
-    result.before = outcomes
-    if result.passing_before:
-        result.output += output
-    scratch.use({rel: (fresh / rel).read_bytes() for rel in result.torch_files})
-    _finish(result, *runner.run(result.tests))
-    result.seconds = time.monotonic() - started
-    return result
+def _complete(result: PrefixResult) -> bool:
+    """Whether every run of the prefix has reported (or it has a problem, and none will)."""
+    return bool(result.problem and not result.tests) or (
+        len(result.before) == len(result.tests) and len(result.after) == len(result.tests))
 
 
 HEADER = ("each PR's own tests must fail on the previous prefix and pass on its own; "
