@@ -29,10 +29,10 @@ least one of its tests ran and none failed; a file none of whose tests ran count
 ``--pr NAME`` checks one PR: the prefixes before it are applied with ``git am`` and not tested,
 then its tests must fail before it and pass with it.
 
-The torch is one scratch copy of the stock venv's ``torch`` package made of hard links (no copy of
-its 750 MB, no wheel per prefix). The files a prefix changes replace their links (unlink, then
-write: the stock file behind a link is never written), and the previous prefix's are linked back
-to stock. The stock interpreter imports the scratch copy first through ``PYTHONPATH``; its other
+Each process's torch is a scratch copy of the stock venv's ``torch`` package made of hard links (no
+copy of its 750 MB, no wheel per prefix; one per ``--jobs`` slot). The files a prefix changes replace
+their links (unlink, then write: the stock file behind a link is never written), and the previous
+job's are linked back to stock. The stock interpreter imports the scratch copy first through ``PYTHONPATH``; its other
 packages (numpy, sympy, pytest, ...) come from the stock venv.
 """
 
