@@ -96,11 +96,12 @@ test-tools: $(STOCK)/.installed
 	@echo "== test/tools (against the $(PIN) pin)"
 	$(STOCK)/bin/python -m pytest -q test/tools
 
-# Every prefix of the staged stack applies with git am and passes its tests (`make test`: on the newest pin,
+# Every prefix of the staged stack applies with git am, and its PR's tests fail before it and pass with it; every
+# PR's tests pass together on the whole stack; one pytest process per core at once (`make test`: on the newest pin,
 # what stage-upstream targets).
 test-prefixes: $(STOCK)/.installed
 	@echo "== torch $(PIN): check-prefixes"
-	$(STOCK)/bin/viewreplay check-prefixes --pin $(PIN) --stock-python $(STOCK)/bin/python
+	$(STOCK)/bin/viewreplay check-prefixes --pin $(PIN) --stock-python $(STOCK)/bin/python --jobs $(JOBS)
 
 # Stock vs patched vs eager, interleaved; writes benchmarks/results/PIN/latest.{md,png,json}, and for the newest pin
 # the README's bench section.

@@ -95,13 +95,17 @@ def test_refuses_already_applied_and_not_applied(repo: Path, tree: Path, capsys:
     assert_refused(repo, tree, capsys, mentions="already applied")
 
 
-def test_refuses_overlay_missing(repo: Path, tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_overlay_file_missing_refuses_apply_and_reverts(
+    repo: Path, tree: Path, pristine_template: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert run_cli("apply", "--repo", repo, "--pin", TOOLS_PIN, tree) == 0
     overlay_file = tree / next(iter(load_repo(repo, TOOLS_PIN).overlay))
     overlay_file.unlink()
-    for args in ((), ("--revert",)):
-        assert_refused(repo, tree, capsys, *args, mentions=f"{overlay_file}: overlay file missing")
+    assert_refused(repo, tree, capsys, mentions=f"{overlay_file}: overlay file missing")
     assert run_cli("status", "--repo", repo, "--pin", TOOLS_PIN, tree) == 1
+    # Revert can still bring every file back: the hooks are the series', the overlay files go.
+    assert run_cli("apply", "--repo", repo, "--pin", TOOLS_PIN, "--revert", tree) == 0
+    assert snapshot(tree) == snapshot(pristine_template)
 
 
 def test_refuses_overlay_in_pristine_tree(repo: Path, tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -116,9 +120,21 @@ def test_refuses_one_file_reverted_by_hand(
 ) -> None:
     assert run_cli("apply", "--repo", fixture_repo, tree) == 0
     shutil.copy(pristine_template / FIXTURE_TOUCHED[1], tree / FIXTURE_TOUCHED[1])
-    for args in ((), ("--revert",)):
-        err = assert_refused(fixture_repo, tree, capsys, *args, mentions=f"{tree / FIXTURE_TOUCHED[1]}: not patched")
-        assert f"{tree / FIXTURE_TOUCHED[0]}: patched" in err
+    err = assert_refused(fixture_repo, tree, capsys, mentions=f"{tree / FIXTURE_TOUCHED[1]}: not patched")
+    assert "revert it first: viewreplay apply" in err
+    # Revert needs nothing the tree lacks: the patched file is reverse-patched, the overlay removed.
+    assert run_cli("apply", "--repo", fixture_repo, "--revert", tree) == 0
+    assert snapshot(tree) == snapshot(pristine_template)
+
+
+def test_revert_refuses_hand_edit_of_a_stock_tree(
+    fixture_repo: Path, tree: Path, pinned_wheel: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tree / FIXTURE_TOUCHED[0]
+    target.write_bytes(target.read_bytes() + b"# local edit\n")
+    err = assert_refused(fixture_repo, tree, capsys, "--revert", "--wheel", str(pinned_wheel),
+                         mentions="not a tree the series was applied to")
+    assert len(err.strip().splitlines()) == 1
 
 
 @pytest.fixture

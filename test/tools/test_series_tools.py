@@ -399,7 +399,8 @@ def test_checkout_series_names_the_pin_in_its_hint_and_removes_a_failed_checkout
     repo = copy_repo(tmp_path)
     dest = tmp_path / "checkout"
     assert run_cli("checkout-series", "--repo", repo, "--pin", TOOLS_PIN, "--wheel", pinned_wheel, dest) == 0
-    assert f"then: viewreplay export --pin {TOOLS_PIN} {dest}" in capsys.readouterr().out
+    # The hint runs as printed from here: --repo since the cwd is not in the copy, --pin since it is not the newest.
+    assert f"then: viewreplay export --repo {repo} --pin {TOOLS_PIN} {dest}" in capsys.readouterr().out
     shutil.rmtree(dest)
     first = load_repo(repo, TOOLS_PIN).patches[0]
     first.write_text(first.read_text().replace("\n+", "\n+# a line whose context is elsewhere\n+", 1).replace("@@ -", "@@ -9", 1))

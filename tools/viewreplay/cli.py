@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,8 +18,10 @@ from viewreplay.report import run_report, run_sweep
 from viewreplay.tree import (
     APPLIED,
     PRISTINE,
+    STALE,
     assess,
     change_tree,
+    command_hint,
     locate_tree,
     plan_change,
 )
@@ -41,33 +44,42 @@ def cmd_apply(args: argparse.Namespace) -> int:
     repo = load_repo(_repo_root(args), args.pin)
     tree = locate_tree(args.tree, repo.pin)
     action = "revert" if args.revert else "apply"
+
+    def wheel() -> Path:
+        return _pinned_wheel(repo, args.wheel)
+
     if args.check:
-        print(f"{tree.root}: {assess(repo, tree).state}")
+        print(f"{tree.root}: {assess(repo, tree).describe()}")
         try:
-            plan_change(repo, tree, revert=args.revert)
+            plan_change(repo, tree, revert=args.revert, wheel=wheel)
         except ViewReplayError as exc:
             print(f"{action} would be refused")
             print(f"viewreplay apply --check: {exc}", file=sys.stderr)
             return 1
         print(f"{action} would succeed")
         return 0
-    plan = change_tree(repo, tree, revert=args.revert)
+    plan = change_tree(repo, tree, revert=args.revert, wheel=wheel)
     done = "reverted" if args.revert else "applied"
     print(
         f"{tree.root}: {done} {len(repo.patches)} patch(es) and {len(repo.overlay)} overlay file(s); "
         f"{len(plan.writes) + len(plan.deletes)} file(s) changed"
     )
+    for rel in plan.from_wheel:
+        print(f"  {rel}: restored from the pinned wheel (the current series' hooks do not explain it)")
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """Print whether the tree is pristine, applied or partial (with reasons)."""
+    """Print whether the tree is pristine, applied, applied with a stale overlay or hooks, or partial (with reasons)."""
     repo = load_repo(_repo_root(args), args.pin)
     tree = locate_tree(args.tree, repo.pin)
     assessment = assess(repo, tree)
-    print(f"{tree.root}: {assessment.state} (torch {tree.version}, {tree.form})")
+    print(f"{tree.root}: {assessment.describe()} (torch {tree.version}, {tree.form})")
     for problem in assessment.problems:
         print(f"  {problem}")
+    if assessment.state == STALE:
+        print(f"  to bring it up to date: {command_hint(repo, 'apply', '--revert', tree.root)}; "
+              f"then: {command_hint(repo, 'apply', tree.root)}")
     return 0 if assessment.state in (PRISTINE, APPLIED) else 1
 
 
@@ -191,9 +203,8 @@ def cmd_checkout_series(args: argparse.Namespace) -> int:
     subjects = export.checkout_series(repo, _pinned_wheel(repo, args.wheel), args.dir.resolve())
     print(f"{args.dir}: {repo.pin.upstream_tag} + {len(subjects)} commit(s):")
     print("\n".join(f"  {s}" for s in subjects))
-    pin = "" if repo.pin.newest else f" --pin {repo.pin.version}"
     print(f"edit there (commit --fixup=<PR commit>, then rebase -i --autosquash {repo.pin.upstream_tag}), "
-          f"then: viewreplay export{pin} {args.dir}")
+          f"then: {command_hint(repo, 'export', args.dir.resolve())}")
     return 0
 
 
@@ -213,7 +224,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     print(f"{repo.root}: {len(changed)} file(s) written" + "".join(f"\n  {c}" for c in changed))
     touched = set(load_repo(repo.root, repo.pin.version, require_pinned_hashes=False).touched_files)
     if touched != set(repo.pin.files):
-        print("the set of touched upstream files changed: run 'viewreplay pin-update'")
+        print(f"the set of touched upstream files changed: run '{command_hint(repo, 'pin-update')}'")
     return 0
 
 
@@ -232,16 +243,30 @@ def cmd_stage_upstream(args: argparse.Namespace) -> int:
 
 
 def cmd_check_prefixes(args: argparse.Namespace) -> int:
-    """Apply every prefix of the staged stack with git am and run the tests each PR adds."""
+    """Apply every prefix of the staged stack with git am; each PR's tests fail before it and pass with it, and
+    every PR's tests pass together on the whole stack (or, with --pr, one PR's tests only)."""
     repo = load_repo(_repo_root(args), args.pin)
-    results = prefixcheck.check_prefixes(
+    if args.pr is not None:
+        prefixcheck.resolve_pr(repo, args.pr)  # an unknown name before minutes of staging
+    total = len(repo.patches)
+    what = (prefixcheck.HEADER if args.pr is None
+            else f"the prefixes before {args.pr} are applied untested; its tests must fail before it and pass with it")
+    print(f"check-prefixes: {what}", flush=True)
+    started = time.monotonic()
+    results, stack = prefixcheck.check_prefixes(
         repo, _pinned_wheel(repo, args.wheel), args.stock_python,
         checkout=args.checkout.resolve() if args.checkout else None, timeout=args.timeout,
+        pr=args.pr, jobs=args.jobs, progress=lambda text: print(text, flush=True),
     )
-    total = len(repo.patches)
-    print(prefixcheck.format_results(results, total))
-    ok = len(results) == total and all(r.ok for r in results)
-    print(f"{sum(r.ok for r in results)} of {total} prefix(es) apply, and their tests fail before the PR and pass with it")
+    if args.pr is not None:
+        print(prefixcheck.format_prefix(results[0], total))
+        return 0 if results[0].ok else 1
+    if stack is not None:
+        print(prefixcheck.format_stack(stack, total))
+    ok = len(results) == total and all(r.ok for r in results) and stack is not None and stack.ok
+    print(f"{sum(r.ok for r in results)} of {total} prefix(es) apply, and their tests fail before the PR and pass "
+          f"with it; the whole stack's tests: {'pass' if stack and stack.ok else 'FAIL' if stack else 'not run'} "
+          f"({time.monotonic() - started:.0f} s)")
     return 0 if ok else 1
 
 
@@ -323,13 +348,21 @@ def _add_series_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
     stage.add_argument("--wheel", type=Path, metavar="PATH", help=wheel_help)
 
     prefixes = add("check-prefixes", cmd_check_prefixes,
-                   "stage the stack; apply each prefix with git am and run the tests its PR adds on that prefix's torch")
+                   "stage the stack; apply each prefix with git am: its PR's tests fail before it and pass with it, and all "
+                   "PRs' tests pass together on the whole stack")
     prefixes.add_argument("--stock-python", required=True, metavar="PYTHON",
                           help="interpreter of the stock torch venv (its torch is hard-linked, never modified)")
     prefixes.add_argument("--checkout", type=Path, metavar="DIR",
                           help="a PyTorch git checkout with the pinned tag (default: make-checkout)")
     prefixes.add_argument("--wheel", type=Path, metavar="PATH", help=wheel_help)
-    prefixes.add_argument("--timeout", type=float, default=1800, metavar="SECONDS", help="per prefix (default: 1800)")
+    prefixes.add_argument("--timeout", type=float, default=1800, metavar="SECONDS",
+                          help="per pytest run (default: 1800)")
+    prefixes.add_argument("--pr", metavar="NAME",
+                          help="check one PR: apply the prefixes before it untested, then its tests must fail before "
+                               "it and pass with it (NAME: the patch's name without number and .patch, e.g. "
+                               "same-object-outputs, or its file name)")
+    prefixes.add_argument("--jobs", type=int, default=2, metavar="N",
+                          help="pytest processes at once, each with its own scratch torch (default: 2)")
 
     aot = add("run-aotdispatch", cmd_run_aotdispatch,
               "run upstream's test_aotdispatch.py on stock and patched torch and compare (exit 1 on a regression)")
@@ -387,9 +420,16 @@ def build_parser() -> argparse.ArgumentParser:
     apply = add("apply", cmd_apply, "apply the patch series and overlay to a torch tree (all-or-nothing)")
     apply.add_argument("tree", type=Path, metavar="TREE", help=tree_help)
     apply.add_argument("--check", action="store_true", help="dry run: report the state and whether it would succeed")
-    apply.add_argument("--revert", action="store_true", help="revert instead of apply")
+    apply.add_argument("--revert", action="store_true",
+                       help="revert instead of apply: back to pristine, also a tree applied with another revision "
+                            "of the series (a stale overlay or hooks)")
+    apply.add_argument("--wheel", type=Path, metavar="PATH",
+                       help="with --revert: the pin's upstream wheel, read only for the pinned files the current series "
+                            f"does not explain (default: the one in {WHEEL_CACHE}/, pip-downloaded there if absent)")
 
-    status = add("status", cmd_status, "report whether a torch tree is pristine, applied or partial")
+    status = add("status", cmd_status,
+                 "report whether a torch tree is pristine, applied, applied with a stale overlay or hooks, or partial "
+                 "(exit 0: pristine or applied)")
     status.add_argument("tree", type=Path, metavar="TREE", help=tree_help)
 
     pin_update = add("pin-update", cmd_pin_update, "recompute the pin's pin.toml [files] from its upstream wheel")

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import tempfile
-from collections.abc import Sequence
+import zipfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from viewreplay import ViewReplayError
-from viewreplay.pin import Pin, Repo, sha256_bytes
+from viewreplay.pin import OVERLAY_PACKAGE, Pin, Repo, find_repo, sha256_bytes
 from viewreplay.tip import check_tip
 
 PRISTINE = "pristine"
 APPLIED = "applied"
 PARTIAL = "partial"
+# Applied, but with another revision of the series than the repository's (Assessment.describe says what differs).
+STALE = "stale"
 
 _VERSION_PY_RE = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
 _PUBLIC_VERSION_RE = re.compile(r"^\d+(?:\.\d+)*")
@@ -101,31 +105,95 @@ def apply_series(contents: dict[str, bytes], patches: Sequence[Path], *, reverse
 
 @dataclass
 class Assessment:
-    """The patch state of a tree, with reasons when it is partial."""
+    """The patch state of a tree: each pinned upstream file and each overlay file, classified.
+
+    Upstream files (the pin's ``[files]``): ``pristine`` (the pinned hash), ``patched`` (the current
+    series' hooks on the pinned file: reverse-applying them gives the pinned hash), ``unexplained``
+    (neither: hooks of another revision of the series, or a hand edit) or ``missing``. Overlay files
+    (every file of the tree under the overlay package, ``__pycache__`` aside, against the repository's
+    ``torch_overlay/``): ``identical``, ``different``, ``absent`` (the repository's, not in the tree)
+    and ``extra`` (the tree's, not the repository's).
+    """
 
     state: str
     problems: list[str] = field(default_factory=list)
     current: dict[str, bytes] = field(default_factory=dict)
     reverted: dict[str, bytes] = field(default_factory=dict)
+    pristine: list[str] = field(default_factory=list)
+    patched: list[str] = field(default_factory=list)
+    unexplained: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    identical: list[str] = field(default_factory=list)
+    different: list[str] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+
+    @property
+    def holds_overlay(self) -> bool:
+        """Whether the tree holds files of the overlay package (the series, of some revision, was applied)."""
+        return bool(self.identical or self.different or self.extra)
+
+    @property
+    def stale_overlay(self) -> list[str]:
+        """The overlay files where the tree and the repository differ."""
+        return sorted(self.different + self.absent + self.extra)
+
+    @property
+    def stale_hooks(self) -> list[str]:
+        """The upstream files that do not hold the current series' hooks."""
+        return sorted(self.pristine + self.unexplained)
+
+    def describe(self) -> str:
+        """The state in words: ``pristine``, ``applied``, ``partial``, or ``applied, stale overlay: ...``."""
+        if self.state != STALE:
+            return self.state
+        parts = []
+        if self.stale_overlay:
+            parts.append(f"stale overlay: {len(self.stale_overlay)} file(s) differ from the repository's: "
+                         + ", ".join(_short(rel) for rel in self.stale_overlay))
+        if self.stale_hooks:
+            parts.append(f"stale hooks: {len(self.stale_hooks)} upstream file(s) differ from what the series "
+                         "makes of them: " + ", ".join(_short(rel) for rel in self.stale_hooks))
+        return "applied, " + "; ".join(parts)
+
+
+def _short(rel: str) -> str:
+    """An overlay path without the package prefix; an upstream path as it is."""
+    return rel.removeprefix(OVERLAY_PACKAGE)
+
+
+def _tree_overlay(tree: Tree) -> dict[str, Path]:
+    """The tree's files under the overlay package (``__pycache__`` and bytecode aside), by tree-relative path."""
+    base = tree.root / OVERLAY_PACKAGE
+    if not base.is_dir():
+        return {}
+    return {
+        path.relative_to(tree.root).as_posix(): path
+        for path in sorted(base.rglob("*"))
+        if not path.is_dir() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    }
 
 
 def assess(repo: Repo, tree: Tree) -> Assessment:
-    """Classify the tree as pristine, applied (series + overlay) or partial."""
+    """Classify the tree: pristine, applied (series + overlay), stale (applied, another revision) or partial.
+
+    Stale: the tree holds overlay files and hooks, but not exactly the repository's (an overlay
+    edited and exported since the tree was applied, a hook changed, a hand edit). Partial: any other
+    mix (a pinned file missing, hooks without an overlay, an overlay without hooks).
+    """
     result = Assessment(state=PARTIAL)
     for rel in repo.touched_files:
         path = tree.root / rel
         if not path.is_file():
+            result.missing.append(rel)
             result.problems.append(f"{path}: pinned file is missing")
         else:
             result.current[rel] = path.read_bytes()
-    if result.problems:
-        return result
 
-    pristine, patched = [], []
     for rel, data in result.current.items():
         digest = sha256_bytes(data)
         if digest == repo.pin.files[rel]:
-            pristine.append(rel)
+            result.pristine.append(rel)
             continue
         touching = [patch for patch in repo.patches if rel in repo.targets[patch]]
         try:
@@ -133,40 +201,62 @@ def assess(repo: Repo, tree: Tree) -> Assessment:
         except PatchError:
             reverted = None
         if reverted is not None and sha256_bytes(reverted) == repo.pin.files[rel]:
-            patched.append(rel)
+            result.patched.append(rel)
             result.reverted[rel] = reverted
         else:
+            result.unexplained.append(rel)
             result.problems.append(
                 f"{tree.root / rel}: sha256 {digest} differs from {repo.pin.path.name} "
                 "and is not explained by the patch series"
             )
 
-    absent, identical, different = [], [], []
+    in_tree = _tree_overlay(tree)
     for rel, data in repo.overlay.items():
-        path = tree.root / rel
-        if not path.exists():
-            absent.append(rel)
+        path = in_tree.get(rel)
+        if path is None:
+            result.absent.append(rel)
         elif path.is_file() and path.read_bytes() == data:
-            identical.append(rel)
+            result.identical.append(rel)
         else:
-            different.append(rel)
+            result.different.append(rel)
+    result.extra = sorted(in_tree.keys() - repo.overlay.keys())
 
-    if not result.problems:
-        if not patched and not identical and not different:
-            result.state = PRISTINE
-            return result
-        if not pristine and not absent and not different:
-            result.state = APPLIED
-            return result
+    if result.missing:
+        return result
+    hooked = result.patched or result.unexplained
+    if not hooked and not result.holds_overlay:
+        result.state = PRISTINE
+        return result
+    if not result.stale_hooks and not result.stale_overlay:
+        result.state = APPLIED
+        return result
+    if hooked and result.holds_overlay:
+        result.state = STALE
     for label, rels in (
-        ("patched", patched),
-        ("not patched", pristine),
-        ("overlay file present", identical),
-        ("overlay file missing", absent),
-        ("overlay file differs from the repository's", different),
+        ("patched", result.patched),
+        ("not patched", result.pristine),
+        ("overlay file present", result.identical),
+        ("overlay file missing", result.absent),
+        ("overlay file differs from the repository's", result.different),
+        ("overlay file not in the repository", result.extra),
     ):
         result.problems.extend(f"{tree.root / rel}: {label}" for rel in rels)
     return result
+
+
+def command_hint(repo: Repo, command: str, *args: str | Path) -> str:
+    """A ``viewreplay`` command line that runs from the current directory: ``--repo`` where the cwd is not
+    in the repository, ``--pin`` where the pin is not the default (the newest)."""
+    words = ["viewreplay", command]
+    try:
+        here = find_repo(Path.cwd())
+    except ViewReplayError:
+        here = None
+    if here != repo.root.resolve():
+        words += ["--repo", str(repo.root)]
+    if not repo.pin.newest:
+        words += ["--pin", repo.pin.version]
+    return shlex.join([*words, *(str(a) for a in args)])
 
 
 @dataclass
@@ -175,29 +265,80 @@ class Plan:
 
     writes: dict[Path, bytes] = field(default_factory=dict)
     deletes: list[Path] = field(default_factory=list)
+    # Upstream files a revert takes from the pinned wheel (the current series does not explain them).
+    from_wheel: list[str] = field(default_factory=list)
 
 
-def plan_change(repo: Repo, tree: Tree, *, revert: bool) -> Plan:
+# Gives the pinned upstream wheel (obtained only when a revert needs it).
+WheelSource = Callable[[], Path]
+
+
+def plan_change(repo: Repo, tree: Tree, *, revert: bool, wheel: WheelSource | None = None) -> Plan:
     """Compute every new file content for apply (or revert) and check the tree is writable."""
     assessment = assess(repo, tree)
-    wanted = APPLIED if revert else PRISTINE
-    if assessment.state != wanted:
-        if assessment.state == PARTIAL:
-            reason = "the tree is partially patched or modified:\n  " + "\n  ".join(assessment.problems)
-        else:
-            reason = f"the tree is already {assessment.state}"
-        action = "revert" if revert else "apply"
-        raise ViewReplayError(f"{tree.root}: refusing to {action}: {reason}")
-    plan = Plan()
     if revert:
-        plan.writes = {tree.root / rel: data for rel, data in assessment.reverted.items()}
-        plan.deletes = [tree.root / rel for rel in repo.overlay]
+        plan = _plan_revert(repo, tree, assessment, wheel)
     else:
+        if assessment.state != PRISTINE:
+            if assessment.state == APPLIED:
+                reason = "the tree is already applied"
+            elif assessment.state == STALE:
+                reason = (f"the tree is {assessment.describe()}; revert it first: "
+                          + command_hint(repo, "apply", "--revert", tree.root) + "\n  "
+                          + "\n  ".join(assessment.problems))
+            else:
+                reason = "the tree is partially patched or modified:\n  " + "\n  ".join(assessment.problems)
+            raise ViewReplayError(f"{tree.root}: refusing to apply: {reason}")
         check_tip(repo)
+        plan = Plan()
         patched = apply_series(assessment.current, repo.patches, reverse=False)
         plan.writes = {tree.root / rel: data for rel, data in patched.items()}
         plan.writes.update({tree.root / rel: data for rel, data in repo.overlay.items()})
     check_writable(plan)
+    return plan
+
+
+def _plan_revert(repo: Repo, tree: Tree, assessment: Assessment, wheel: WheelSource | None) -> Plan:
+    """Every pinned file back to its pinned hash, every file of the overlay package removed, or one line why not.
+
+    A file the current series' hooks explain is reverse-patched; any other changed (or missing) pinned file is
+    taken from the pinned wheel (its hash checked), but only in a tree that holds the overlay package: the
+    evidence that the series, of some revision, was applied to it (not a stock tree edited by hand).
+    The overlay package is the series' own (the pinned release has no such files), so every file of it
+    in the tree goes, whether or not it is the repository's.
+    """
+
+    def refuse(reason: str) -> ViewReplayError:
+        return ViewReplayError(f"{tree.root}: refusing to revert: {reason}")
+
+    if assessment.state == PRISTINE:
+        raise refuse("the tree is already pristine")
+    restore = sorted(assessment.unexplained + assessment.missing)
+    if restore and not assessment.holds_overlay:
+        raise refuse(
+            f"{', '.join(restore)}: missing or changed, and not by the current series' hooks, in a tree that holds "
+            "no overlay (not a tree the series was applied to)"
+        )
+    plan = Plan()
+    plan.writes = {tree.root / rel: data for rel, data in assessment.reverted.items()}
+    if restore:
+        if wheel is None:
+            raise refuse(f"{', '.join(restore)}: not the current series' hooks, and no pinned wheel to restore "
+                         "them from")
+        source = wheel()
+        with zipfile.ZipFile(source) as archive:
+            for rel in restore:
+                try:
+                    data = archive.read(rel)
+                except KeyError:
+                    raise refuse(f"{source}: has no {rel}") from None
+                if sha256_bytes(data) != repo.pin.files[rel]:
+                    raise refuse(f"{source}: its {rel} does not have the pinned sha256")
+                plan.writes[tree.root / rel] = data
+                plan.from_wheel.append(rel)
+    package = tree.root / OVERLAY_PACKAGE
+    if package.is_dir():
+        plan.deletes = sorted(path for path in package.rglob("*") if not path.is_dir())
     return plan
 
 
@@ -267,8 +408,12 @@ def _remove_stale_bytecode(sources: Sequence[Path]) -> None:
 
 
 def _remove_empty_overlay_dirs(repo: Repo, tree: Tree) -> None:
-    """After a revert, remove overlay directories left empty (deepest first)."""
+    """After a revert, remove the overlay package's directories left empty (deepest first)."""
     dirs = {tree.root / parent for rel in repo.overlay for parent in Path(rel).parents if parent != Path(".")}
+    package = tree.root / OVERLAY_PACKAGE
+    if package.is_dir():
+        dirs.add(package)
+        dirs.update(path for path in package.rglob("*") if path.is_dir())
     for directory in sorted(dirs, key=lambda d: len(d.parts), reverse=True):
         cache = directory / "__pycache__"
         if cache.is_dir() and not any(cache.iterdir()):
@@ -277,9 +422,13 @@ def _remove_empty_overlay_dirs(repo: Repo, tree: Tree) -> None:
             directory.rmdir()
 
 
-def change_tree(repo: Repo, tree: Tree, *, revert: bool) -> Plan:
-    """Apply (or revert) the series and overlay on ``tree``; all-or-nothing. Returns the plan carried out."""
-    plan = plan_change(repo, tree, revert=revert)
+def change_tree(repo: Repo, tree: Tree, *, revert: bool, wheel: WheelSource | None = None) -> Plan:
+    """Apply (or revert) the series and overlay on ``tree``; all-or-nothing. Returns the plan carried out.
+
+    ``wheel`` gives the pinned upstream wheel, which a revert reads only for the pinned files the
+    current series does not explain (:func:`plan_change`).
+    """
+    plan = plan_change(repo, tree, revert=revert, wheel=wheel)
     commit(plan)
     _remove_stale_bytecode([*plan.writes, *plan.deletes])
     if revert:
