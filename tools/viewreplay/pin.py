@@ -299,6 +299,6 @@ def load_repo(root: Path, pin_version: str | None = None, *, require_pinned_hash
             raise ViewReplayError(
                 f"{pin.path}: [files] is out of date with the series "
                 f"(not pinned: {missing or 'none'}; pinned but untouched: {extra or 'none'}); "
-                "run 'viewreplay pin-update'"
+                f"run 'viewreplay pin-update{'' if pin.newest else ' --pin ' + pin.version}'"
             )
     return repo
