@@ -11,6 +11,7 @@ import sys
 import textwrap
 import unittest
 
+import pytest
 import torch
 import torch._dynamo
 from torch._functorch._aot_autograd.functional_utils import gen_alias_from_base
@@ -37,6 +38,7 @@ def _alias_without_view_info(base, size, stride, offset):
     return torch.empty(0, dtype=base.dtype).set_(base.untyped_storage(), offset, size, stride)
 
 
+@pytest.mark.fallback_allowed  # the fallback point's own tests (conftest.py)
 class TestFallbackPoint(CompileTestCase):
     def _compile_g_without_replay(self):
         # Forces a fallback: view replay switched off upstream-style.

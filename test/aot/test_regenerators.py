@@ -11,6 +11,7 @@ import tempfile
 from collections import Counter
 from unittest import mock
 
+import pytest
 import torch
 import torch._dynamo  # before runtime_wrappers: the two import each other
 from torch._functorch._aot_autograd import runtime_wrappers
@@ -78,6 +79,7 @@ class TestPrecompiledRegenerators(CompileTestCase):
             self.assertIs(flat._base, y)
         self.assertEqual(fallback_counts(), {})
 
+    @pytest.mark.fallback_allowed  # it forces a fallback (conftest.py)
     def test_fallback_recorded_on_every_call(self) -> None:
         if not PATCHED:
             self.skipTest("the fallback point is part of the patched wheel (test_fallback.py documents stock)")
