@@ -8,7 +8,8 @@ The budget is fixed (seeds, counts) so that CI is deterministic; a failure names
 program (hypothesis shrinks it), to be kept in test_fuzz_regressions.py once fixed. More
 programs: ``python -m viewreplay_harness.fuzz --long``. Patched torch only: the stock side has no
 view_replay overlay (its deviations are the bugs the series fixes, documented by the other test
-modules).
+modules). TestFuzzGenerators only draws programs (the generators of issue #36: each kind
+appears), so it runs on stock too.
 """
 
 from __future__ import annotations
