@@ -568,9 +568,9 @@ class TestFuzzRegressions(TestCase):
         # inductor 3700). UPSTREAM: stock 2.14.1 (aot_eager and inductor, static and dynamic)
         # returns x.data[1:] sharing x's version counter, where eager's x.data has one of its
         # own (def f(x): return (x.data[1:],): eager ('out0', 'in0'), stock ('out0', 'out0')).
-        # Patched gives eager's, in isolation; the bounded fuzz runs saw stock's sharing on
-        # patched too, four times, in processes that had run hundreds of programs (not
-        # reproduced in isolation nor in a 200-program rerun): this test keeps the isolated case.
+        # The fuzz runs started on an overlay without Note [Views through .data]
+        # (view_replay/data_views.py), which then gave stock's sharing too; with it, patched
+        # gives eager's (reruns of the same seeds pass).
         from viewreplay_harness.fuzz import InputSpec, Program, Step
 
         index = InputSpec((2,), requires_grad=False, dtype="int64")
