@@ -563,5 +563,37 @@ class TestFuzzRegressions(TestCase):
         )
 
 
+    def test_view_of_data_keeps_its_own_version_counter(self) -> None:
+        # Found by the fuzzer's data_view generator (#36; aot_eager chunk seeds 3601-3603,
+        # inductor 3700). UPSTREAM: stock 2.14.1 (aot_eager and inductor, static and dynamic)
+        # returns x.data[1:] sharing x's version counter, where eager's x.data has one of its
+        # own (def f(x): return (x.data[1:],): eager ('out0', 'in0'), stock ('out0', 'out0')).
+        # The fuzz runs started on an overlay without Note [Views through .data]
+        # (view_replay/data_views.py), which then gave stock's sharing too; with it, patched
+        # gives eager's (reruns of the same seeds pass).
+        from viewreplay_harness.fuzz import InputSpec, Program, Step
+
+        index = InputSpec((2,), requires_grad=False, dtype="int64")
+        for name, program in {
+            "data slice": Program(
+                inputs=(InputSpec((1, 1, 2), requires_grad=False), index),
+                steps=(Step("data_view", "data_slice", 0),),
+                outputs=(2,),
+            ),
+            "in-place on a data slice": Program(
+                inputs=(InputSpec((4, 2), requires_grad=False),),
+                steps=(
+                    Step("view", "view_split", 0),
+                    Step("pointwise", "add_y", 1, 1),
+                    Step("data_view", "data_slice", 1),
+                    Step("data_view", "data_slice_add_", 1),
+                ),
+                outputs=(4, 2, 1),
+            ),
+        }.items():
+            with self.subTest(name):
+                _check(program)
+
+
 if __name__ == "__main__":
     run_tests()

@@ -15,6 +15,17 @@ the time a view of such a value is returned, so outputs alias an intermediate wh
 starts with ``_unsafe_view``. A second simulation at the second size (:func:`second_size`)
 keeps their shapes valid at both sizes.
 
+The generators of issue #36 (:data:`NEW_KIND_OPS`, each a step kind that gives programs the
+feature :data:`NEW_KIND_FEATURES` names, for acceptance entries; ``--kinds`` picks them):
+complex and dtype views (``dtype_view``: view_as_complex/view_as_real, ``.real``/``.imag``,
+``view(dtype)`` of the same element size), ops that return their self in eager (``self_op``:
+flatten() of a 1-D value, contiguous(), to() of the same dtype, reshape to the same shape,
+view_as itself; the value and the result are both returned), ``_foreach_add_``/``_foreach_mul_``
+on views of a flat buffer, taken with or without grad (``foreach``), views of ``.data`` and
+``detach()`` and in-place on them (``data_view``), batched matmul and its views (``bmm``), and
+starts that are unbacked symbols (``unbacked``: an int64 input whose ``tolist()`` gives a, b,
+compiled with ``capture_scalar_outputs``). Each is offered only where it applies at both sizes.
+
 Oracle (:func:`check_program`): for each of ``dynamic=False`` and ``dynamic=True`` (one compiled
 function each, run at two sizes; static recompiles), eager and compiled run on equal fresh
 inputs and must agree on
@@ -34,6 +45,9 @@ inputs and must agree on
   eager's step. Not checked for a run that fell back (an accepted fallback's ``as_strided()``
   output is the deficiency the entry accepts), nor where EXCLUSIONS drop output identity or
   intermediate aliases, nor after an in-place metadata change of an intermediate (EXCLUSIONS).
+
+On stock torch (no overlay) :func:`check_program` runs the same comparison without strict
+mode, to triage a finding (patched-only, or upstream's as well).
 
 Strict mode (``view_replay.config.strict``) is on: a fallback raises
 ``ViewReplayFallbackError``. A fallback whose reason is in :data:`ACCEPTED_FALLBACKS` and
@@ -323,6 +337,116 @@ INPUT_VIEWS: dict[str, str] = {
     "select": "{x}[0]",
 }
 
+# Generators of issue #36. Each is a step kind of its own, and gives programs a feature of its
+# own (NEW_KIND_FEATURES) that acceptance entries can name. Their templates are over {x} (and
+# {y}) like the tables above; {n} and {n1} name the values the step makes (FOREACH_OPS,
+# UNBACKED_OPS: a step of several statements). Each is offered only where it applies at both
+# sizes (see _new_step_applies).
+#
+# Complex and dtype views: view_as_complex of a float value whose last dim is 2 (or made of
+# pairs), view_as_real/.real/.imag of a complex value, and view(dtype) of the same element
+# size. "complex" and "pairs" make fresh values to view: a complex one (torch.complex of x and
+# 2x), and a float one whose last dim is 2 at both sizes (second_size grows a last dim of 2).
+DTYPE_VIEW_OPS: dict[str, str] = {
+    "complex": "torch.complex({x}, {x} * 2)",
+    "pairs": "torch.stack([{x}, {x}.cos()], -1)",
+    "view_as_complex": "torch.view_as_complex({x})",
+    "view_as_complex_pairs": "torch.view_as_complex({x}.unflatten(-1, (-1, 2)))",
+    "view_as_real": "torch.view_as_real({x})",
+    "view_int32": "{x}.view(torch.int32)",
+    "view_float32": "{x}.view(torch.float32)",
+    "view_float64": "{x}.view(torch.float64)",
+    "view_complex64": "{x}.view(torch.complex64)",
+    "real": "{x}.real",
+    "imag": "{x}.imag",
+}
+# The dtype each DTYPE_VIEW_OPS op is offered on (view(dtype): the same element size).
+DTYPE_VIEW_SOURCES: dict[str, torch.dtype] = {
+    "complex": torch.float32, "pairs": torch.float32, "view_as_complex": torch.float32,
+    "view_as_complex_pairs": torch.float32, "view_as_real": torch.complex64,
+    "view_int32": torch.float32, "view_float32": torch.int32, "view_float64": torch.complex64,
+    "view_complex64": torch.float64, "real": torch.complex64, "imag": torch.complex64,
+}
+FRESH_DTYPE_OPS = {"complex", "pairs"}
+# view(dtype) results: autograd does not track them as views (as UNTRACKED_VIEWS).
+UNTRACKED_DTYPE_VIEWS = {"view_int32", "view_float32", "view_float64", "view_complex64"}
+
+# Ops that return their self in eager (flatten() of a 1-D value, contiguous() of a contiguous
+# one, to() of its dtype), or a view of the same shape (reshape to the same shape, view_as
+# itself); the program returns both the value and the op's result.
+SELF_OPS: dict[str, str] = {
+    "flatten_1d": "{x}.flatten()",
+    "contiguous_self": "{x}.contiguous()",
+    "to_same_dtype": "{x}.to({x}.dtype)",
+    "reshape_same": "{x}.reshape({x}.shape)",
+    "view_as_self": "{x}.view_as({x})",
+}
+# SELF_OPS that return the very tensor.
+SELF_IDENTITY_OPS = {"flatten_1d", "contiguous_self", "to_same_dtype"}
+
+# In-place foreach ops on a list of two views of a flat buffer of a contiguous value (the
+# views optionally taken under no_grad: eager raises when a stale one's grad_fn is read).
+_FOREACH_VIEWS = "_f = {x}.view(-1); v{n}, v{n1} = _f[:2].view(1, 2), _f[2:]"
+FOREACH_OPS: dict[str, str] = {
+    "foreach_add_": _FOREACH_VIEWS + "\ntorch._foreach_add_([v{n}, v{n1}], 1)",
+    "foreach_mul_": _FOREACH_VIEWS + "\ntorch._foreach_mul_([v{n}, v{n1}], 2)",
+    "nograd_foreach_add_": "with torch.no_grad(): " + _FOREACH_VIEWS
+    + "\ntorch._foreach_add_([v{n}, v{n1}], 1)",
+    "nograd_foreach_mul_": "with torch.no_grad(): " + _FOREACH_VIEWS
+    + "\ntorch._foreach_mul_([v{n1}, v{n}], 2)",
+}
+NOGRAD_FOREACH_OPS = {"nograd_foreach_add_", "nograd_foreach_mul_"}
+
+# Views of .data and detach() (untracked by autograd), and in-place on them.
+DATA_VIEW_OPS: dict[str, str] = {
+    "data_slice": "{x}.data[1:]",
+    "detach_slice": "{x}.detach()[1:]",
+    "data_slice_add_": "{x}.data[1:].add_(1)",
+    "detach_slice_mul_": "{x}.detach()[1:].mul_(2)",
+}
+
+# Batched matmul: 3-D x 3-D and 4-D x 3-D ({y}: a batched operand input, see
+# _draw_input_specs), or operands made from {x} itself (a 3-D value).
+BMM_OPS: dict[str, str] = {
+    "bmm": "{x} @ {y}",
+    "bmm_self": "{x} @ {x}.transpose(-2, -1)",
+    "bmm_4d_self": "{x}.unsqueeze(1) @ {x}.transpose(-2, -1)",
+}
+
+# Starts that are unbacked symbols: {y} is a small int64 input (INDEX_VALUES) whose tolist()
+# gives a, b; the program checks them (torch._check) and slices {x} at a + b, or from a.
+# Compiled with torch._dynamo.config.capture_scalar_outputs=True (check_program).
+_UNBACKED_PRELUDE = (
+    "_a, _b = {y}.tolist(); torch._check(_a >= 0); torch._check(_b >= 0); "
+    "torch._check(_a + _b < {x}.shape[0]); "
+)
+UNBACKED_OPS: dict[str, str] = {
+    "narrow_ab": _UNBACKED_PRELUDE + "v{n} = {x}.narrow(0, _a + _b, 1)",
+    "slice_a": _UNBACKED_PRELUDE + "v{n} = {x}[_a:]",
+}
+# The values of an int64 input at each size (a, b): a + b < the first dim it slices.
+INDEX_VALUES = ((1, 0), (1, 2))
+
+NEW_KIND_OPS: dict[str, dict[str, str]] = {
+    "dtype_view": DTYPE_VIEW_OPS,
+    "self_op": SELF_OPS,
+    "foreach": FOREACH_OPS,
+    "data_view": DATA_VIEW_OPS,
+    "bmm": BMM_OPS,
+    "unbacked": UNBACKED_OPS,
+}
+# The feature (Program.features) each new kind gives a program.
+NEW_KIND_FEATURES: dict[str, str] = {
+    "dtype_view": "dtype_view",
+    "self_op": "self_returning_op",
+    "foreach": "foreach_views",
+    "data_view": "data_view",
+    "bmm": "batched_matmul",
+    "unbacked": "unbacked_start",
+}
+# Steps of the new kinds that write to {x}'s storage (an eager error there ends the program).
+MUTATING_NEW_OPS = {*FOREACH_OPS, "data_slice_add_", "detach_slice_mul_"}
+
 
 @dataclasses.dataclass(frozen=True)
 class InputSpec:
@@ -332,12 +456,15 @@ class InputSpec:
     requires_grad: bool = True
     of: int | None = None
     view: str | None = None
+    # "int64": a (2,) index input with INDEX_VALUES (for UNBACKED_OPS), not a leaf.
+    dtype: str = "float32"
 
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-    """``kind`` is "view", "pointwise", "unsafe_view" or "mutation"; ``op`` a key of its table
-    (VIEW_OPS, POINTWISE_OPS, UNSAFE_VIEW_OPS, MUTATION_OPS); ``x``/``y`` value indices."""
+    """``kind`` is "view", "pointwise", "unsafe_view" or "mutation", or a kind of NEW_KIND_OPS;
+    ``op`` a key of its table (VIEW_OPS, POINTWISE_OPS, UNSAFE_VIEW_OPS, MUTATION_OPS,
+    NEW_KIND_OPS[kind]); ``x``/``y`` value indices."""
 
     kind: str
     op: str
@@ -368,7 +495,7 @@ class Program:
 
     def source(self, name: str = "program") -> str:
         args = ", ".join(f"v{i}" for i in range(len(self.inputs)))
-        body = [f"    {line}" for line in self.statements()]
+        body = [f"    {line}" for stmt in self.statements() for line in stmt.split("\n")]
         outs = ", ".join(f"v{i}" for i in self.outputs)
         body.append(f"    return ({outs},)")
         return f"def {name}({args}):\n" + "\n".join(body) + "\n"
@@ -394,7 +521,13 @@ class Program:
         n = len(self.inputs)
         for s in self.steps:
             k = _values_added(s)
-            is_alias = s.kind == "view" and s.op not in ("contiguous", "reshape")
+            if s.kind in NEW_KIND_FEATURES:
+                feats.add(NEW_KIND_FEATURES[s.kind])
+            if s.kind == "foreach" and s.op in NOGRAD_FOREACH_OPS:
+                feats.add("nograd_foreach_views")
+            is_alias = s.kind == "view" and s.op not in ("contiguous", "reshape") or s.kind in (
+                "dtype_view", "self_op", "foreach", "data_view", "unbacked"
+            ) and s.op not in FRESH_DTYPE_OPS
             for v in range(n, n + k):
                 root[v] = root[s.x] if is_alias else v
             if is_alias and s.x in input_alias:
@@ -406,6 +539,8 @@ class Program:
                     feats.add("mutated_aliased_inputs")
             if s.kind == "view" and s.op in SELF_RETURNING_VIEWS:
                 feats.add("self_returning_view")
+                self_returned.update(range(n, n + k))
+            if s.kind == "self_op" and s.op in SELF_IDENTITY_OPS:
                 self_returned.update(range(n, n + k))
             if s.kind == "mutation" and s.op in METADATA_MUTATIONS and s.x in self_returned:
                 feats.add("metadata_mutation_of_self_returning_view")
@@ -425,13 +560,25 @@ class Program:
                 feats.add("unsafe_view_metadata_mutation")
             if s.kind == "mutation" and s.op not in METADATA_MUTATIONS and s.x in input_alias:
                 feats.add("input_data_mutation")
-            if s.kind == "view" and (s.op in UNTRACKED_VIEWS or s.x in untracked_views):
+            if s.op in MUTATING_NEW_OPS and s.x in input_alias:
+                feats.add("input_data_mutation")
+            if s.kind in ("dtype_view", "self_op", "data_view", "unbacked") and s.x in untracked_views:
+                feats.add("view_of_untracked_view")
+            # x.data[1:], x.detach()[1:] are views of an untracked view (x.data, x.detach()):
+            # so are views of them.
+            if s.kind == "view" and (s.op in UNTRACKED_VIEWS or s.x in untracked_views) or (
+                s.kind in ("dtype_view", "data_view") and s.op in UNTRACKED_DTYPE_VIEWS | set(DATA_VIEW_OPS)
+                or s.kind in ("self_op", "dtype_view", "data_view", "unbacked")
+                and s.x in untracked_views and s.op not in FRESH_DTYPE_OPS
+            ):
                 untracked_views.update(range(n, n + k))
             if s.kind == "mutation" and s.op in METADATA_MUTATIONS and s.x in input_alias:
                 feats.add("input_metadata_mutation")
             if s.kind == "mutation" and s.op in METADATA_MUTATIONS and s.x in untracked_views:
                 feats.add("untracked_view_metadata_mutation")
-            if s.kind == "mutation" and s.x in input_alias and any(i.of is not None for i in self.inputs):
+            if (s.kind == "mutation" or s.op in MUTATING_NEW_OPS) and s.x in input_alias and any(
+                i.of is not None for i in self.inputs
+            ):
                 feats.add("mutated_aliased_inputs")
             n += k
         return feats
@@ -443,14 +590,17 @@ class Program:
 def _values_added(step: Step) -> int:
     if step.kind == "mutation":
         return 0
-    if step.kind == "view" and step.op in MULTI_OUTPUT:
+    if step.kind == "view" and step.op in MULTI_OUTPUT or step.kind == "foreach":
         return 2
     return 1
 
 
 def _render_step(s: Step, n: int) -> str:
+    """The statement(s) of step ``s`` whose first new value is v{n} (several: lines)."""
+    if s.kind in ("foreach", "unbacked"):
+        return NEW_KIND_OPS[s.kind][s.op].format(x=f"v{s.x}", y=f"v{s.y}", n=n, n1=n + 1)
     table = {"view": VIEW_OPS, "pointwise": POINTWISE_OPS, "unsafe_view": UNSAFE_VIEW_OPS,
-             "mutation": MUTATION_OPS}[s.kind]
+             "mutation": MUTATION_OPS, **NEW_KIND_OPS}[s.kind]
     expr = table[s.op].format(x=f"v{s.x}", y=f"v{s.y}")
     if s.kind == "mutation":
         return expr
@@ -472,7 +622,9 @@ def make_inputs(
     inputs: list[torch.Tensor] = []
     leaves: list[torch.Tensor] = []
     for spec in program.inputs:
-        if spec.of is None:
+        if spec.dtype == "int64":
+            t = torch.tensor(INDEX_VALUES[size_index], dtype=torch.int64)
+        elif spec.of is None:
             shape = spec.shape if size_index == 0 else second_size(spec.shape)
             t = torch.randn(shape, generator=gen).requires_grad_(spec.requires_grad)
             leaves.append(t)
@@ -521,8 +673,9 @@ def _unsafe_view_applies(op: str, sized: Sequence[tuple[torch.Tensor, torch.Tens
     return True
 
 
-def _draw_input_specs(draw: Any, max_inputs: int) -> list[InputSpec]:
-    """The graph inputs: fresh leaves, 2-D weights that follow one, and views of an earlier input."""
+def _draw_input_specs(draw: Any, max_inputs: int, new_kinds: Sequence[str] = ()) -> list[InputSpec]:
+    """The graph inputs: fresh leaves, 2-D weights that follow one, and views of an earlier input;
+    for the ``new_kinds`` that need them, batched matmul operands and an int64 index input."""
     from hypothesis import strategies as st
 
     dims = st.integers(min_value=1, max_value=5)
@@ -552,6 +705,15 @@ def _draw_input_specs(draw: Any, max_inputs: int) -> list[InputSpec]:
     except Exception:  # noqa: BLE001
         specs = [dataclasses.replace(s, of=None, view=None, shape=(3, 4)) if s.of is not None else s
                  for s in specs]
+    if "bmm" in new_kinds and draw(st.integers(0, 3)) == 0:
+        # Batched matmul operands (BMM_OPS "bmm"): (b, m, k) or (b, 1, m, k), and (b, k, n);
+        # equal dims stay equal at the second size.
+        b, m, k, n = (draw(st.integers(1, 3)) for _ in range(4))
+        lhs = (b, 1, m, k) if draw(st.booleans()) else (b, m, k)
+        specs.append(InputSpec(shape=lhs, requires_grad=draw(st.booleans())))
+        specs.append(InputSpec(shape=(b, k, n), requires_grad=draw(st.booleans())))
+    if "unbacked" in new_kinds and draw(st.integers(0, 2)) == 0:
+        specs.append(InputSpec(shape=(2,), requires_grad=False, dtype="int64"))
     return specs
 
 
@@ -574,6 +736,12 @@ class _Simulation:
             self.scope1[f"v{i}"] = v
         self.steps: list[Step] = []
         self.returned: list[int] = []
+        # int64 index inputs: only UNBACKED_OPS read them (no other step takes or returns them).
+        self.reserved = {i for i, spec in enumerate(specs) if spec.dtype == "int64"}
+
+    def eligible(self) -> list[int]:
+        """The values other steps may take (not the index inputs)."""
+        return [i for i in range(len(self.values)) if i not in self.reserved]
 
     def sizes(self) -> list[list[torch.Tensor]]:
         """The values at each size they are still simulated at, first size first."""
@@ -586,7 +754,7 @@ class _Simulation:
         try:
             exec(line, self.scope)  # noqa: S102
         except Exception:  # noqa: BLE001
-            if step.kind != "mutation":
+            if step.kind != "mutation" and step.op not in MUTATING_NEW_OPS:
                 return False
             self.steps.append(step)
             return None
@@ -607,9 +775,10 @@ def _unsafe_view_candidates(sim: _Simulation) -> dict[str, list[tuple[int, int |
     """UNSAFE_VIEW_OPS op -> the (x, y) value indices it applies to, at every simulated size."""
     sizes = sim.sizes()
     applies: dict[str, list[tuple[int, int | None]]] = {}
+    eligible = sim.eligible()
     for op in UNSAFE_VIEW_OPS:
-        for x in range(len(sim.values)):
-            for y in (range(len(sim.values)) if "{y}" in UNSAFE_VIEW_OPS[op] else (None,)):
+        for x in eligible:
+            for y in (eligible if "{y}" in UNSAFE_VIEW_OPS[op] else (None,)):
                 if _unsafe_view_applies(op, [
                     (v[x].detach(), None if y is None else v[y].detach()) for v in sizes
                 ]):
@@ -651,12 +820,12 @@ def _draw_unsafe_view(draw: Any, sim: _Simulation) -> None:
         sim.returned.append(len(values) - 1)
 
 
-def _draw_step(draw: Any, values: Sequence[torch.Tensor], kind: str) -> Step | None:
-    """A "view", "pointwise" or "mutation" step on a value, or None if the drawn op does not
-    apply to it."""
+def _draw_step(draw: Any, values: Sequence[torch.Tensor], kind: str, eligible: Sequence[int]) -> Step | None:
+    """A "view", "pointwise" or "mutation" step on a value (of ``eligible``), or None if the
+    drawn op does not apply to it."""
     from hypothesis import strategies as st
 
-    x = draw(st.integers(0, len(values) - 1))
+    x = draw(st.sampled_from(eligible))
     xv = values[x]
     if kind == "view":
         ok = [op for op, tpl in VIEW_OPS.items() if _try_expr(tpl, xv.detach()) is not None]
@@ -665,7 +834,7 @@ def _draw_step(draw: Any, values: Sequence[torch.Tensor], kind: str) -> Step | N
         return Step("view", draw(st.sampled_from(ok)), x)
     if kind == "pointwise":
         op = draw(st.sampled_from(sorted(POINTWISE_OPS)))
-        y = draw(st.integers(0, len(values) - 1)) if "{y}" in POINTWISE_OPS[op] else None
+        y = draw(st.sampled_from(eligible)) if "{y}" in POINTWISE_OPS[op] else None
         if _try_expr(POINTWISE_OPS[op], xv.detach(), None if y is None else values[y].detach()) is None:
             return None
         return Step("pointwise", op, x, y)
@@ -675,7 +844,7 @@ def _draw_step(draw: Any, values: Sequence[torch.Tensor], kind: str) -> Step | N
         for i, v in enumerate(values)
     ):
         return None  # EXCLUSIONS: "requires_grad_ on a value that has views"
-    y = draw(st.integers(0, len(values) - 1)) if "{y}" in MUTATION_OPS[op] else None
+    y = draw(st.sampled_from(eligible)) if "{y}" in MUTATION_OPS[op] else None
     # Shape errors are not interesting; autograd's errors are (Note [Eager errors]).
     probe = xv.detach().clone()
     if _try_expr(MUTATION_OPS[op].replace("with torch.no_grad(): ", ""), probe,
@@ -684,28 +853,135 @@ def _draw_step(draw: Any, values: Sequence[torch.Tensor], kind: str) -> Step | N
     return Step("mutation", op, x, y)
 
 
-def programs(max_steps: int = 6, max_inputs: int = 3) -> Any:
-    """A hypothesis strategy of :class:`Program`."""
+def _new_step_applies(kind: str, op: str, x: int, y: int | None, sim: _Simulation) -> bool:
+    """Whether NEW_KIND_OPS[kind][op] applies to values (x, y) at every simulated size (the
+    size limits hold at the first)."""
+    for i, values in enumerate(sim.sizes()):
+        xv = values[x].detach()
+        yv = None if y is None else values[y].detach()
+        if kind == "dtype_view" and xv.dtype != DTYPE_VIEW_SOURCES[op]:
+            return False
+        if kind == "self_op" and (op == "flatten_1d" and xv.dim() != 1
+                                  or op == "contiguous_self" and not xv.is_contiguous()):
+            return False
+        if kind == "bmm" and (xv.dim() != 3 and not (op == "bmm" and xv.dim() == 4)
+                              or op == "bmm" and (yv is None or yv.dim() != 3)):
+            return False
+        if kind == "foreach":
+            if not (xv.is_floating_point() and xv.is_contiguous() and 3 <= xv.numel()):
+                return False
+            continue
+        if kind == "unbacked":
+            a, b = INDEX_VALUES[i]
+            if xv.dim() == 0 or xv.shape[0] <= a + b:
+                return False
+            continue
+        probe = xv.clone() if op in MUTATING_NEW_OPS else xv
+        if _try_expr(NEW_KIND_OPS[kind][op], probe, yv, limit=i == 0) is None:
+            return False
+    return True
+
+
+def _draw_new_step(draw: Any, sim: _Simulation, new_kinds: Sequence[str]) -> bool | None:
+    """Add a step of one of the ``new_kinds`` (NEW_KIND_OPS), and what goes with it: a view of
+    a fresh complex/pairs value, a returned view of a batched product, the value and the result
+    of a self-returning op as outputs. The result of :meth:`_Simulation.add` (True if nothing
+    applies)."""
     from hypothesis import strategies as st
+
+    eligible = sim.eligible()
+    # The kind first (among those with an op that applies to some value), then the op.
+    by_kind: dict[str, dict[str, list[tuple[int, int | None]]]] = {}
+    for kind in sorted(new_kinds):
+        for op in NEW_KIND_OPS[kind]:
+            ys: Sequence[int | None] = (None,)
+            if kind == "bmm" and op == "bmm":
+                ys = eligible
+            elif kind == "unbacked":
+                ys = sorted(sim.reserved)
+            xys = [(x, y) for x in eligible for y in ys if _new_step_applies(kind, op, x, y, sim)]
+            if xys:
+                by_kind.setdefault(kind, {})[op] = xys
+    if not by_kind:
+        return True
+    # The inputs drawn for them (an index input, batched operands) would go unused otherwise:
+    # such a kind is taken half the time until a step uses them.
+    used = {(s.kind, s.op) for s in sim.steps}
+    preferred = [k for k, op in (("unbacked", None), ("bmm", "bmm")) if k in by_kind
+                 and (op is None or op in by_kind[k]) and not any(u[0] == k for u in used)]
+    if preferred and draw(st.booleans()):
+        kind = draw(st.sampled_from(preferred))
+        if kind == "bmm":
+            by_kind["bmm"] = {"bmm": by_kind["bmm"]["bmm"]}
+    else:
+        kind = draw(st.sampled_from(sorted(by_kind)))
+    applies = by_kind[kind]
+    if kind == "self_op" and "flatten_1d" in applies and draw(st.booleans()):
+        op = "flatten_1d"  # 1-D values are few; the other ops apply to every value
+    else:
+        op = draw(st.sampled_from(sorted(applies)))
+    x, y = draw(st.sampled_from(applies[op]))
+    added = sim.add(Step(kind, op, x, y))
+    if added is not True:
+        return added
+    u = len(sim.values) - 1
+    if kind == "self_op":
+        sim.returned.extend([x, u])
+    elif kind == "dtype_view":
+        # A chain of dtype views: always after a fresh complex/pairs value, else half the time
+        # (complex -> view(float64) -> view(complex64), view(int32) -> view(float32), ...).
+        while op in FRESH_DTYPE_OPS or draw(st.booleans()):
+            views = [o for o in sorted(DTYPE_VIEW_OPS)
+                     if o not in FRESH_DTYPE_OPS and _new_step_applies(kind, o, u, None, sim)]
+            if not views:
+                break
+            op = draw(st.sampled_from(views))
+            added = sim.add(Step(kind, op, u))
+            if added is not True:
+                return added
+            u = len(sim.values) - 1
+    elif kind == "bmm" and draw(st.integers(0, 3)) != 0:
+        views = [v for v in UNSAFE_VIEW_OUTPUT_VIEWS
+                 if _try_expr(VIEW_OPS[v], sim.values[u].detach()) is not None]
+        if views and sim.add(Step("view", draw(st.sampled_from(views)), u)):
+            sim.returned.append(len(sim.values) - 1)
+    return True
+
+
+def programs(max_steps: int = 6, max_inputs: int = 3, new_kinds: Sequence[str] | None = None) -> Any:
+    """A hypothesis strategy of :class:`Program`; ``new_kinds``: the kinds of NEW_KIND_OPS it
+    generates (None: all; an empty sequence gives the programs of before issue #36)."""
+    from hypothesis import strategies as st
+
+    kinds = tuple(sorted(NEW_KIND_OPS if new_kinds is None else new_kinds))
+    unknown = set(kinds) - set(NEW_KIND_OPS)
+    if unknown:
+        raise ValueError(f"unknown generator kinds {sorted(unknown)}; known: {sorted(NEW_KIND_OPS)}")
+    choices = ["view", "view", "view", "pointwise", "unsafe_view", "mutation"]
+    if kinds:
+        choices += ["new", "new"]
 
     @st.composite
     def build(draw: Any) -> Program:
-        specs = _draw_input_specs(draw, max_inputs)
+        specs = _draw_input_specs(draw, max_inputs, kinds)
         sim = _Simulation(specs)
         n_steps = draw(st.integers(1, max_steps))
         for _ in range(n_steps):
-            kind = draw(st.sampled_from(
-                ["view", "view", "view", "pointwise", "unsafe_view", "mutation"]
-            ))
+            kind = draw(st.sampled_from(choices))
             if kind == "unsafe_view":
                 _draw_unsafe_view(draw, sim)
                 continue
-            step = _draw_step(draw, sim.values, kind)
+            if kind == "new":
+                if _draw_new_step(draw, sim, kinds) is None:
+                    break
+                continue
+            step = _draw_step(draw, sim.values, kind, sim.eligible())
             if step is not None and sim.add(step) is None:
                 break
         n_out = draw(st.integers(1, 4))
+        eligible = sim.eligible()
         outputs = tuple(dict.fromkeys(sim.returned)) + tuple(
-            draw(st.integers(0, len(sim.values) - 1)) for _ in range(n_out)
+            draw(st.sampled_from(eligible)) for _ in range(n_out)
         )
         return Program(tuple(specs), tuple(sim.steps), outputs)
 
@@ -745,7 +1021,10 @@ def _root_error(e: BaseException) -> BaseException:
 
 
 def _fallback_reason(e: BaseException) -> str | None:
-    from torch._functorch._aot_autograd.view_replay import ViewReplayFallbackError
+    try:
+        from torch._functorch._aot_autograd.view_replay import ViewReplayFallbackError
+    except ImportError:
+        return None  # stock torch: no view replay, no fallback
 
     chain: BaseException | None = e
     seen = set()
@@ -1005,13 +1284,40 @@ def check_program(
 ) -> None:
     """Run ``program`` eagerly and compiled (each dynamic mode, two sizes); raise Mismatch on a difference."""
     import torch._dynamo
-    from torch._dynamo.utils import counters
-    from torch._functorch._aot_autograd.view_replay import config
 
     fn = program.function()
     feats = program.features()
     if "metadata_mutation_of_self_returning_view" in feats:
         return  # EXCLUSIONS: "in-place metadata change through a self-returning view"
+    if "unbacked_start" in feats:
+        # UNBACKED_OPS: a, b of tolist() are unbacked symbols, not a graph break.
+        with torch._dynamo.config.patch(capture_scalar_outputs=True):
+            _check_program(program, fn, feats, backend=backend, dynamic_modes=dynamic_modes, seed=seed)
+    else:
+        _check_program(program, fn, feats, backend=backend, dynamic_modes=dynamic_modes, seed=seed)
+
+
+def _check_program(
+    program: Program,
+    fn: Callable[..., Any],
+    feats: set[str],
+    *,
+    backend: str,
+    dynamic_modes: Sequence[bool],
+    seed: int,
+) -> None:
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+    try:
+        from torch._functorch._aot_autograd.view_replay import config
+    except ImportError:
+        # Stock torch (no overlay): the same oracle, for triage (a finding of the patched run,
+        # reproduced on stock); no strict mode and no fallbacks.
+        import contextlib
+        import types
+
+        config = types.SimpleNamespace(patch=lambda **_: contextlib.nullcontext())
+
     # EXCLUSIONS: where identity or intermediate aliases are not compared, neither are bases.
     parity_checked = (
         "self_returning_view" not in feats and "copy_from_an_alias" not in feats
@@ -1097,6 +1403,7 @@ def fuzz(
     verbose: bool = False,
     job: int = 0,
     jobs: int = 1,
+    new_kinds: Sequence[str] | None = None,
 ) -> FuzzReport:
     """Run this job's share of ``n_programs`` generated programs, in chunks of ``chunk``.
 
@@ -1127,7 +1434,7 @@ def fuzz(
             print_blob=False,
             report_multiple_bugs=False,
         )
-        @given(programs(max_steps=max_steps))
+        @given(programs(max_steps=max_steps, new_kinds=new_kinds))
         def one(program: Program) -> None:
             if not state["failed"]:
                 report.programs += 1
@@ -1180,7 +1487,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-shrink", action="store_true")
     parser.add_argument("--jobs", type=int, default=1,
                         help="processes to split the chunks across")
+    parser.add_argument("--kinds", default=None,
+                        help="comma-separated generators of issue #36 to use (of "
+                        f"{', '.join(sorted(NEW_KIND_OPS))}; default all, '' none)")
     args = parser.parse_args(argv)
+    new_kinds = None if args.kinds is None else tuple(k for k in args.kinds.split(",") if k)
+    if new_kinds is not None and set(new_kinds) - set(NEW_KIND_OPS):
+        parser.error(f"unknown --kinds {sorted(set(new_kinds) - set(NEW_KIND_OPS))}")
     if args.jobs < 1 or args.programs < 1:
         parser.error("--jobs and --programs must be at least 1")
 
@@ -1200,7 +1513,8 @@ def main(argv: list[str] | None = None) -> int:
     torch._logging.set_logs(all=logging.CRITICAL)  # Dynamo logs the upstream guard errors loudly
     start = time.monotonic()
     common = dict(n_programs=n, seed=args.seed, backend=args.backend, dynamic_modes=modes,
-                  max_steps=args.max_steps, shrink=not args.no_shrink, verbose=True, jobs=args.jobs)
+                  max_steps=args.max_steps, shrink=not args.no_shrink, verbose=True, jobs=args.jobs,
+                  new_kinds=new_kinds)
     if args.jobs == 1:
         report = fuzz(**common)
     else:
