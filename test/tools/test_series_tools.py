@@ -139,28 +139,35 @@ def test_export_round_trip_of_an_amended_hook(
     assert {p.name: p.read_bytes() for p in (repo_copy / "patches").iterdir()} == shared_before
     own_after = {p.name: p.read_bytes() for p in own.iterdir()}
     assert sorted(own_after) == sorted({*own_before, shared.name})
-    assert "# edited in the checkout" in own_after[shared.name].decode()
+    # The own form holds the one upstream file that differs, under the shared message, and no overlay or test.
+    own_text = own_after[shared.name].decode()
+    assert "# edited in the checkout" in own_text and not own_text.startswith("From ")
+    assert [line for line in own_text.splitlines() if line.startswith("diff --git ")] == [
+        f"diff --git a/{target} b/{target}"]
     assert run_cli("export", *copy_args, "--check", checkout) == 0
-    assert load_repo(repo_copy, TOOLS_PIN, require_pinned_hashes=False).patches[index] == own / shared.name
+    composed = load_repo(repo_copy, TOOLS_PIN, require_pinned_hashes=False).patches[index]
+    assert composed.name == shared.name and "# edited in the checkout" in composed.read_text()
+    assert patch_sections(composed) == patch_sections(shared)
     # Back to the original commit: the pin's own copy is redundant again, and export removes it.
     assert run_cli("export", *copy_args, series_checkout) == 0
     assert {p.name for p in own.iterdir()} == own_before
 
 
-def test_export_writes_the_overlay_tip_and_the_tip_check_guards_the_other_pin(
+def test_an_older_pins_export_refuses_an_overlay_change(
     series_checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An overlay change made in its PR's commit reaches torch_overlay/; a pin whose series lacks it is refused."""
+    """The overlay and the tests are shared: changed in an older pin's checkout, export names the newest pin."""
     checkout = clone(series_checkout, tmp_path)
     repo_copy = copy_repo(tmp_path)
     rel = f"{OVERLAY_PACKAGE}view_meta_args.py"  # added by one PR, changed by none after it
     index = next(i for i, p in enumerate(load_repo(repo_copy, TOOLS_PIN).patches) if rel in patch_sections(p).overlay)
     amend_commit(checkout, index, append_to(rel, "# edited in its PR's commit\n"))
-    assert run_cli("export", "--repo", repo_copy, "--pin", TOOLS_PIN, checkout) == 0
-    assert (repo_copy / OVERLAY_DIR / rel).read_text().endswith("# edited in its PR's commit\n")
-    assert tip_differences(load_repo(repo_copy, TOOLS_PIN)) == []
-    other = next(v for v in pin_versions(REPO_ROOT) if v != TOOLS_PIN)
-    assert tip_differences(load_repo(repo_copy, other)) == [f"{OVERLAY_DIR}/{rel}: differs from the series' tip"]
+    before = {p: p.read_bytes() for p in repo_copy.rglob("*") if p.is_file()}
+    assert run_cli("export", "--repo", repo_copy, "--pin", TOOLS_PIN, checkout) == 1
+    err = capsys.readouterr().err
+    assert f"overlay or test sections differ from patches/" in err and rel in err
+    assert "change them in a checkout of the newest pin" in err
+    assert {p: p.read_bytes() for p in repo_copy.rglob("*") if p.is_file()} == before
 
 
 def test_export_of_an_older_pin_keeps_only_the_patches_that_differ(
@@ -171,7 +178,7 @@ def test_export_of_an_older_pin_keeps_only_the_patches_that_differ(
     copy_args = ("--repo", repo_copy, "--pin", TOOLS_PIN)
     own = repo_copy / "pins" / TOOLS_PIN / "patches"
     needed = sorted(p.name for p in own.iterdir())
-    shared_only = [p.name for p in load_repo(repo_copy, TOOLS_PIN).patches if p.parent != own]
+    shared_only = [p.name for p in load_repo(repo_copy, TOOLS_PIN).patches if not (own / p.name).is_file()]
     assert needed and shared_only
     (own / shared_only[0]).write_bytes((repo_copy / "patches" / shared_only[0]).read_bytes())
     (own / needed[0]).unlink()
@@ -184,6 +191,46 @@ def test_export_of_an_older_pin_keeps_only_the_patches_that_differ(
     (repo_copy / "patches" / shared_only[-1]).unlink()
     assert run_cli("export", *copy_args, series_checkout) == 1
     assert "belongs to the newest pin" in capsys.readouterr().err
+
+
+def test_export_check_without_a_checkout_checks_every_pin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each pin's series applies on its wheel and its own forms are minimal; an overlay-only change needs no port."""
+    repo_copy = copy_repo(tmp_path)
+    (repo_copy / ".cache").symlink_to(REPO_ROOT / ".cache")
+    assert run_cli("export", "--repo", repo_copy, "--check") == 0, capsys.readouterr().err
+    assert "every pin's series loads, composes" in capsys.readouterr().out
+    # An overlay-only change to a PR that the older pin has an own form of, as the newest pin's export
+    # writes it (the PR's overlay section and torch_overlay/): the older pin needs nothing.
+    own = repo_copy / "pins" / TOOLS_PIN / "patches"
+    patches = load_repo(repo_copy, TOOLS_PIN).patches
+    index, rel = next((i, rel) for i, p in enumerate(patches) if (own / p.name).is_file()
+                      for rel in patch_sections(p).overlay
+                      if not any(rel in patch_sections(q).overlay for q in patches[i + 1:]))
+    shared = repo_copy / "patches" / patches[index].name
+    tip = repo_copy / OVERLAY_DIR / rel
+    line = next(line[1:] for line in shared.read_text().split(f"b/{rel}\n", 1)[1].split("\ndiff --git")[0].splitlines()
+                if line.startswith("+") and line.strip("+ ") and tip.read_text().count(line[1:] + "\n") == 1)
+    shared.write_text(shared.read_text().replace(f"\n+{line}\n", f"\n+{line}  # an overlay-only change\n", 1))
+    tip.write_text(tip.read_text().replace(f"{line}\n", f"{line}  # an overlay-only change\n", 1))
+    assert tip_differences(load_repo(repo_copy, TOOLS_PIN)) == []
+    assert run_cli("export", "--repo", repo_copy, "--check") == 0, capsys.readouterr().err
+    # An own form that carries a section patches/NAME gives as well is refused, naming the fix.
+    name = next(p.name for p in patches if not (own / p.name).is_file() and patch_sections(p).hooks)
+    shared = (repo_copy / "patches" / name).read_text()
+    (own / name).write_text(_first_hook_section(shared))
+    capsys.readouterr()
+    assert run_cli("export", "--repo", repo_copy, "--check") == 1
+    err = capsys.readouterr().err
+    assert f"pins/{TOOLS_PIN}/patches/{name}: is not needed" in err and f"export --pin {TOOLS_PIN}" in err
+
+
+def _first_hook_section(patch_text: str) -> str:
+    from viewreplay.pin import split_patch
+    from viewreplay.pinforms import is_hook
+
+    return next(section for rel, section in split_patch(patch_text)[1].items() if is_hook(rel))
 
 
 def test_export_refuses_a_dirty_checkout(series_checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

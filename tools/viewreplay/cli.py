@@ -210,16 +210,34 @@ def cmd_checkout_series(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the checkout's commits back to patches/, its tip to torch_overlay/ and upstream/test/ (or --check)."""
-    repo = load_repo(_repo_root(args), args.pin, require_pinned_hashes=False)
-    result = export.compute_export(repo, args.dir.resolve(), numbering=args.numbering)
+    root = _repo_root(args)
+    if args.dir is None and not args.check:
+        raise ViewReplayError("export needs the checkout DIR (only --check runs without one)")
     if args.check:
-        diff = export.diff_export(repo, result)
-        if diff:
-            print(diff, end="")
-            print(f"viewreplay export --check: {repo.root} differs from what export would write", file=sys.stderr)
-            return 1
-        print(f"{repo.root}: {len(result.series)} patch(es), torch_overlay/ and upstream/test/ up to date with {args.dir}")
-        return 0
+        status = 0
+        if args.dir is not None:
+            repo = load_repo(root, args.pin, require_pinned_hashes=False)
+            result = export.compute_export(repo, args.dir.resolve(), numbering=args.numbering)
+            diff = export.diff_export(repo, result)
+            if diff:
+                print(diff, end="")
+                print(f"viewreplay export --check: {repo.root} differs from what export would write", file=sys.stderr)
+                status = 1
+            else:
+                print(f"{repo.root}: {len(result.series)} patch(es), torch_overlay/ and upstream/test/ up to date "
+                      f"with {args.dir}")
+        problems, unchecked = export.check_pins(root, root / WHEEL_CACHE)
+        for problem in problems:
+            print(f"viewreplay export --check: {problem}", file=sys.stderr)
+        for version in unchecked:
+            print(f"pin {version}: no wheel in {WHEEL_CACHE}/, its series not applied "
+                  f"(viewreplay make-checkout --pin {version} downloads it)")
+        if not problems:
+            print(f"{root}: every pin's series loads, composes and builds the repository's tip"
+                  + (", and applies on its wheel with minimal own forms" if not unchecked else ""))
+        return 1 if problems else status
+    repo = load_repo(root, args.pin, require_pinned_hashes=False)
+    result = export.compute_export(repo, args.dir.resolve(), numbering=args.numbering)
     changed = export.write_export(repo, result)
     print(f"{repo.root}: {len(changed)} file(s) written" + "".join(f"\n  {c}" for c in changed))
     touched = set(load_repo(repo.root, repo.pin.version, require_pinned_hashes=False).touched_files)
@@ -335,8 +353,11 @@ def _add_series_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
 
     exp = add("export", cmd_export,
               "write a checkout-series checkout's commits back to patches/ and its tip to torch_overlay/ and upstream/test/")
-    exp.add_argument("dir", type=Path, metavar="DIR", help="the checkout (made by checkout-series)")
-    exp.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff if the repo differs")
+    exp.add_argument("dir", type=Path, nargs="?", metavar="DIR",
+                     help="the checkout (made by checkout-series); optional with --check")
+    exp.add_argument("--check", action="store_true",
+                     help="write nothing; exit 1 with a diff if the repo differs from DIR, or if any pin's series "
+                          "does not apply on its wheel in .cache/wheels or carries own forms that are not minimal")
     exp.add_argument("--numbering", choices=["auto", "numbered", "none"], default="auto",
                      help="[PATCH n/m] or [PATCH] subjects (default: as the current patches)")
 

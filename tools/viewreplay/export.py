@@ -16,9 +16,11 @@ gets git's own file name; ``series`` lists the names in commit order; patches wi
 removed.
 
 Pins: a checkout of the newest pin exports to ``patches/`` and may change the series. A checkout of an
-older pin must have the series' commits, by name; each goes to ``pins/<version>/patches/<name>``
-only where ``patches/<name>``, applied on the commit's parent, does not give the commit's tree (its
-hunks differ on that pin), and such a file is removed once the shared patch does.
+older pin must have the series' commits, by name; each gives ``pins/<version>/patches/<name>``, the
+pin's own form, only what differs there (``viewreplay.pinforms``): the message where it differs, and
+the upstream files whose section from ``patches/<name>``, applied on the commit's parent, does not
+give the commit's file, not even with one line of context. The file is removed once nothing
+differs. ``check_pins`` checks every pin without a checkout, on the wheels in ``.cache/wheels``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from viewreplay import ViewReplayError, readme_table
+from viewreplay import ViewReplayError, pinforms, readme_table
 from viewreplay.checkout import make_checkout
 from viewreplay.gitrepo import check_upstream_checkout, git, git_show, numbering_style, patch_identity, patch_subject
 from viewreplay.pin import (
@@ -41,10 +43,14 @@ from viewreplay.pin import (
     TEST_PREFIX,
     UPSTREAM_TEST_DIR,
     Repo,
+    compose_text,
+    load_repo,
     patch_sections,
+    pin_versions,
     series_names,
 )
-from viewreplay.tip import repository_tip
+from viewreplay.pinnedwheel import check_wheel
+from viewreplay.tip import repository_tip, tip_differences
 
 
 def checkout_series(repo: Repo, wheel: Path, dest: Path) -> list[str]:
@@ -124,7 +130,7 @@ def compute_export(repo: Repo, checkout: Path, *, numbering: str = "auto") -> Ex
             if (repo.root / readme_table.README).is_file():
                 result.files[readme_table.README] = readme_table.readme_with_table(repo.root, list(zip(names, texts)))
         else:
-            _export_pin_patches(repo, checkout, names, generated, out / "index", result)
+            _export_pin_patches(repo, checkout, names, generated, result)
         result.series = names
     if repo.pin.newest:
         for old in repo.patches:
@@ -143,9 +149,9 @@ def compute_export(repo: Repo, checkout: Path, *, numbering: str = "auto") -> Ex
 
 
 def _export_pin_patches(
-    repo: Repo, checkout: Path, names: list[str], generated: list[Path], index: Path, result: Export
+    repo: Repo, checkout: Path, names: list[str], generated: list[Path], result: Export
 ) -> None:
-    """An older pin's own patches: those whose shared form does not give the commit's tree (module docstring)."""
+    """An older pin's own forms: what differs on it, file by file (module docstring, ``viewreplay.pinforms``)."""
     if names != series_names(repo.root):
         raise ViewReplayError(
             f"{checkout}: the commits stand for the series {names}, not {series_names(repo.root)}; the series "
@@ -154,18 +160,46 @@ def _export_pin_patches(
     commits = git(checkout, "rev-list", "--reverse", f"{repo.pin.upstream_tag}..HEAD").split()
     own_dir = repo.pin.patch_dir.relative_to(repo.root).as_posix()
     for name, patch, commit in zip(names, generated, commits, strict=True):
-        shared = repo.root / "patches" / name
-        same = False
-        if shared.is_file():
-            git(checkout, "read-tree", f"{commit}^", index=index)
-            try:
-                git(checkout, "apply", "--cached", str(shared), index=index)
-            except ViewReplayError:
-                pass  # its hunks do not apply on this pin
-            else:
-                tree = git(checkout, "write-tree", index=index).strip()
-                same = git(checkout, "diff", "--name-only", tree, commit) == ""
-        result.files[f"{own_dir}/{name}"] = None if same else patch.read_bytes()
+        shared_text = (repo.root / "patches" / name).read_text(encoding="utf-8")
+        commit_text = patch.read_text(encoding="utf-8")
+        paths = pinforms.hook_paths(shared_text, commit_text)
+        before = {rel: _blob(checkout, f"{commit}^", rel) for rel in paths}
+        after = {rel: _blob(checkout, commit, rel) for rel in paths}
+        own = pinforms.own_form(name, shared_text, commit_text, before, after)
+        composed = compose_text(shared_text, own, name, f"{own_dir}/{name}") if own is not None else shared_text
+        if pinforms.apply_patch_text(before, composed) != after:  # a guard: composition must give the commit
+            raise ViewReplayError(f"{checkout}: {commit[:12]} ({name}): its own form does not give its upstream files")
+        result.files[f"{own_dir}/{name}"] = own.encode() if own is not None else None
+
+
+def _blob(checkout: Path, rev: str, rel: str) -> bytes | None:
+    """``rel`` at ``rev``, None where it does not exist."""
+    if not git(checkout, "ls-tree", "--name-only", rev, "--", rel).strip():
+        return None
+    return git_show(checkout, rev, rel)
+
+
+def check_pins(repo_root: Path, wheel_dir: Path) -> tuple[list[str], list[str]]:
+    """Check every pin without a checkout (``pinforms.check_pin``); return the problems and the pins not checked.
+
+    A pin's series loads and composes (``load_repo``) and its tip is the repository's; where its
+    wheel is in ``wheel_dir``, its series applies on its files and its own forms are minimal.
+    """
+    problems, unchecked = [], []
+    for version in pin_versions(repo_root):
+        try:
+            repo = load_repo(repo_root, version)
+        except ViewReplayError as exc:
+            problems.append(f"pin {version}: {exc}")
+            continue
+        problems += [f"pin {version}: {p}" for p in tip_differences(repo)]
+        wheels = sorted(wheel_dir.glob(f"torch-{version}*.whl")) if wheel_dir.is_dir() else []
+        if len(wheels) != 1:
+            unchecked.append(version)
+            continue
+        check_wheel(wheels[0], repo.pin)
+        problems += [f"pin {version}: {p}" for p in pinforms.check_pin(repo, wheels[0])]
+    return problems, unchecked
 
 
 def _name_patches(repo: Repo, texts: list[str], git_names: list[str]) -> list[str]:
@@ -254,6 +288,7 @@ def write_export(repo: Repo, export: Export) -> list[str]:
 
 __all__ = [
     "Export",
+    "check_pins",
     "checkout_series",
     "compute_export",
     "diff_export",

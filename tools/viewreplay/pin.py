@@ -2,8 +2,8 @@
 
 The repository carries one series for several pinned torch releases (CONTRIBUTING.md, "Pins"):
 ``pins/<version>/pin.toml`` for each, ``patches/`` in the form that applies to the newest pin (the
-default of every command), and ``pins/<version>/patches/<name>`` for a patch of ``patches/series``
-whose hunks differ on an older pin.
+default of every command), and ``pins/<version>/patches/<name>``, an older pin's own form of a patch
+of ``patches/series`` whose hunks differ there: only what differs (:func:`compose_patch`).
 
 The series is the upstream stack: one patch per PR, in review order. A patch has three kinds of
 sections (:func:`patch_sections`): hooks, changes of existing upstream files under ``torch/``;
@@ -15,9 +15,12 @@ differ from what the series builds.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import re
+import shutil
+import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,18 +171,20 @@ def series_names(repo: Path) -> list[str]:
 
 
 def load_series(repo: Path, pin: Pin) -> list[Path]:
-    """The patch files of ``patches/series`` for ``pin``, in order: its own form where it has one.
+    """The patch files of ``patches/series`` for ``pin``, in order, each as the pin applies it.
 
-    Refuses a listed patch that exists in neither place, and a pin's patch that the series does not list.
+    Where the pin has its own form of a patch, the patch is composed from it and ``patches/NAME``
+    (:func:`compose_patch`) into a private temporary directory, under the same file name. Refuses
+    a listed patch that exists in neither place, a pin's patch that the series does not list, any
+    own patch of the newest pin, and an own form that :func:`compose_patch` refuses.
     """
     names = series_names(repo)
     patches = []
     for name in names:
-        own = pin.patch_dir / name
-        patch = own if own.is_file() else repo / "patches" / name
-        if not patch.is_file():
-            raise ViewReplayError(f"{repo / SERIES_FILE}: lists {name}, but {patch} does not exist")
-        patches.append(patch)
+        own, shared = pin.patch_dir / name, repo / "patches" / name
+        if not shared.is_file():
+            raise ViewReplayError(f"{repo / SERIES_FILE}: lists {name}, but {shared} does not exist")
+        patches.append(_composed_file(name, compose_patch(shared, own)) if own.is_file() else shared)
     if pin.patch_dir.is_dir():
         stray = sorted(p.name for p in pin.patch_dir.iterdir() if p.name not in names)
         if stray:
@@ -187,6 +192,135 @@ def load_series(repo: Path, pin: Pin) -> list[Path]:
         if pin.newest and any(pin.patch_dir.iterdir()):
             raise ViewReplayError(f"{pin.patch_dir}: the newest pin's patches are patches/ itself")
     return patches
+
+
+# An older pin's own form of a patch (CONTRIBUTING.md, "Pins"): the commit message, in git
+# format-patch's form up to its "---" line, only where it differs from patches/NAME's; then the
+# sections of upstream files (hooks) whose hunks differ on the pin, as git writes them. A section
+# may instead hold one of these lines after its "diff --git" line:
+# patches/NAME's section, each hunk cut to one line of context on each side (the context drifted
+# between the releases, the change did not; what `git apply -C1` would apply).
+OWN_FIT = "viewreplay: patches/NAME's hunks with one line of context"
+# The pin's commit leaves the file as it is, where patches/NAME changes it.
+OWN_UNCHANGED = "viewreplay: unchanged on this pin"
+_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
+
+
+def split_patch(text: str) -> tuple[str, dict[str, str]]:
+    """A patch's text before its first ``diff --git`` line, and its sections by path, in order."""
+    head: list[str] = []
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("diff --git "):
+            match = _DIFF_GIT_RE.match(line.rstrip("\n"))
+            path = match.group(2) if match else line.rstrip("\n")
+            current = sections.setdefault(path, [])
+        if current is None:
+            head.append(line)
+        else:
+            current.append(line)
+    return "".join(head), {path: "".join(lines) for path, lines in sections.items()}
+
+
+def patch_message(head: str) -> str:
+    """The mail header and commit message of a format-patch text before its diffs (up to ``---``)."""
+    return head.split("\n---\n", 1)[0] + "\n---\n" if "\n---\n" in head else head
+
+
+def fit_section(section: str) -> str:
+    """``section`` with each hunk's leading and trailing context cut to one line (counts and starts adjusted)."""
+    lines = section.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith("@@")), len(lines))
+    out = lines[:start]
+    hunks: list[list[str]] = []
+    for line in lines[start:]:
+        if line.startswith("@@"):
+            hunks.append([line])
+        else:
+            hunks[-1].append(line)
+    for hunk in hunks:
+        match = _HUNK_RE.match(hunk[0].rstrip("\n"))
+        if match is None:
+            raise ViewReplayError(f"unparsable hunk header: {hunk[0].rstrip()}")
+        body = hunk[1:]
+        # A "\ No newline" line belongs to the line before it.
+        units: list[list[str]] = []
+        for line in body:
+            if line.startswith("\\") and units:
+                units[-1].append(line)
+            else:
+                units.append([line])
+        lead = next((i for i, u in enumerate(units) if not u[0].startswith(" ")), len(units))
+        trail = next((i for i, u in enumerate(reversed(units)) if not u[0].startswith(" ")), len(units))
+        cut_lead = max(lead - 1, 0)
+        cut_trail = max(trail - 1, 0) if lead < len(units) else 0
+        kept = units[cut_lead:len(units) - cut_trail]
+        old_start, new_start = int(match.group(1)), int(match.group(3))
+        old_count = sum(1 for u in kept if u[0][0] in " -")
+        new_count = sum(1 for u in kept if u[0][0] in " +")
+        old_start += cut_lead if old_start else 0
+        new_start += cut_lead if new_start else 0
+        out.append(f"@@ -{old_start},{old_count} +{new_start},{new_count} @@{match.group(5)}\n")
+        out += [line for unit in kept for line in unit]
+    return "".join(out)
+
+
+def compose_patch(shared: Path, own: Path) -> str:
+    """The patch that an older pin applies for ``shared`` (``patches/NAME``), given its own form ``own``.
+
+    Its message is the own form's where it has one, else the shared one; each upstream file's
+    section is the own form's where it has one (:data:`OWN_FIT` and :data:`OWN_UNCHANGED` are read
+    as they say), else the shared one; the overlay and test sections are always the shared ones.
+    Refuses an own form with an overlay or test section, or a marker for a file ``shared`` leaves alone.
+    """
+    return compose_text(shared.read_text(encoding="utf-8"), own.read_text(encoding="utf-8"), shared.name, str(own))
+
+
+def compose_text(shared_text: str, own_text: str, name: str, own: str) -> str:
+    """:func:`compose_patch` on texts (``own`` names the own form in messages)."""
+    shared = f"patches/{name}"
+    shared_head, shared_sections = split_patch(shared_text)
+    own_head, own_sections = split_patch(own_text)
+    if own_head.strip() and not own_head.startswith("From "):
+        raise ViewReplayError(f"{own}: text before its first 'diff --git' line that is not a format-patch message")
+    sections = dict(shared_sections)
+    for path, section in own_sections.items():
+        where = f"{own}: {path}"
+        if not path.startswith("torch/") or path.startswith(OVERLAY_PACKAGE):
+            if shared_sections.get(path) == section:
+                continue  # a full copy's (the older format): ``export --check`` asks for its removal
+            raise ViewReplayError(
+                f"{where}: an own form carries upstream files only; the overlay and the tests are {shared}'s"
+            )
+        marker = section.splitlines()[1:] if len(section.splitlines()) == 2 else []
+        if marker and marker[0] in (OWN_FIT, OWN_UNCHANGED):
+            if path not in shared_sections:
+                raise ViewReplayError(f"{where}: '{marker[0]}', but {shared} does not change that file")
+            if marker[0] == OWN_FIT:
+                sections[path] = fit_section(shared_sections[path])
+            else:
+                del sections[path]
+        else:
+            sections[path] = section
+    head = patch_message(own_head) if own_head.strip() else shared_head
+    return head + "".join(sections[path] for path in sorted(sections))
+
+
+_COMPOSED: list[Path] = []
+
+
+def _composed_file(name: str, text: str) -> Path:
+    """Write a composed patch as ``NAME`` into a private directory per content (removed at exit)."""
+    if not _COMPOSED:
+        root = Path(tempfile.mkdtemp(prefix="viewreplay-pins-"))
+        atexit.register(shutil.rmtree, root, True)
+        _COMPOSED.append(root)
+    path = _COMPOSED[0] / sha256_bytes(text.encode())[:16] / name
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return path
 
 
 @dataclass(frozen=True)
