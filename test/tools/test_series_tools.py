@@ -69,6 +69,20 @@ def amend_commit(checkout: Path, index: int, edit: Callable[[Path], None]) -> No
     git(checkout, "rebase", "-q", "--onto", "edit", commits[index], "main")
 
 
+def append_to_overlay(repo: Path, name: str, rel: str, line: str) -> None:
+    """Append ``line`` to the overlay file ``rel`` that ``patches/NAME`` adds (and no later patch changes), in the
+    patch and in torch_overlay/: what the newest pin's export writes for that change (an older pin's refuses it)."""
+    patch = repo / "patches" / name
+    head, _, rest = patch.read_text().partition(f"diff --git a/{rel} b/{rel}\n")
+    section, sep, tail = rest.partition("\ndiff --git ")
+    count = int(re.search(r"^@@ -0,0 \+1,(\d+) @@", section, re.MULTILINE).group(1))
+    section = section.replace(f"@@ -0,0 +1,{count} @@", f"@@ -0,0 +1,{count + 1} @@", 1).rstrip("\n")
+    section += f"\n+{line.rstrip()}" + ("" if sep else "\n")
+    patch.write_text(head + f"diff --git a/{rel} b/{rel}\n" + section + sep + tail)
+    tip = repo / OVERLAY_DIR / rel
+    tip.write_text(tip.read_text() + line)
+
+
 def append_to(rel: str, text: str) -> Callable[[Path], None]:
     def edit(checkout: Path) -> None:
         (checkout / rel).write_text((checkout / rel).read_text() + text)
@@ -165,7 +179,7 @@ def test_an_older_pins_export_refuses_an_overlay_change(
     before = {p: p.read_bytes() for p in repo_copy.rglob("*") if p.is_file()}
     assert run_cli("export", "--repo", repo_copy, "--pin", TOOLS_PIN, checkout) == 1
     err = capsys.readouterr().err
-    assert f"overlay or test sections differ from patches/" in err and rel in err
+    assert "overlay or test sections differ from patches/" in err and rel in err
     assert "change them in a checkout of the newest pin" in err
     assert {p: p.read_bytes() for p in repo_copy.rglob("*") if p.is_file()} == before
 
@@ -276,17 +290,15 @@ def test_stage_upstream_applies_with_git_am(
 
 
 def test_stage_upstream_refuses_a_commit_that_imports_a_later_module(
-    series_checkout: Path, pristine_checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    pristine_checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    checkout = clone(series_checkout, tmp_path)
     repo_copy = copy_repo(tmp_path)
     rel = f"{OVERLAY_PACKAGE}view_meta_args.py"
     patches = load_repo(repo_copy, TOOLS_PIN).patches
     index = next(i for i, p in enumerate(patches) if rel in patch_sections(p).overlay)
     later = next(p for p in patches[index + 1:] if f"{OVERLAY_PACKAGE}codegen.py" in patch_sections(p).overlay)
     assert later  # codegen.py comes in a later PR
-    amend_commit(checkout, index, append_to(rel, "from .codegen import compiled_plan  # noqa: F401\n"))
-    assert run_cli("export", "--repo", repo_copy, "--pin", TOOLS_PIN, checkout) == 0
+    append_to_overlay(repo_copy, patches[index].name, rel, "from .codegen import compiled_plan  # noqa: F401\n")
     out = tmp_path / "staged"
     assert run_cli("stage-upstream", "--repo", repo_copy, "--pin", TOOLS_PIN, "--out", out,
                    "--checkout", pristine_checkout) == 1
@@ -297,15 +309,13 @@ def test_stage_upstream_refuses_a_commit_that_imports_a_later_module(
 
 
 def test_stage_upstream_refuses_a_commit_that_does_not_lint(
-    series_checkout: Path, pristine_checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    pristine_checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    checkout = clone(series_checkout, tmp_path)
     repo_copy = copy_repo(tmp_path)
     rel = f"{OVERLAY_PACKAGE}view_meta_args.py"
     patches = load_repo(repo_copy, TOOLS_PIN).patches
     index = next(i for i, p in enumerate(patches) if rel in patch_sections(p).overlay)
-    amend_commit(checkout, index, append_to(rel, "import dataclasses\n"))
-    assert run_cli("export", "--repo", repo_copy, "--pin", TOOLS_PIN, checkout) == 0
+    append_to_overlay(repo_copy, patches[index].name, rel, "import dataclasses\n")
     assert run_cli("stage-upstream", "--repo", repo_copy, "--pin", TOOLS_PIN, "--out", tmp_path / "o",
                    "--checkout", pristine_checkout) == 1
     err = capsys.readouterr().err
@@ -317,7 +327,8 @@ def test_stage_upstream_refuses_a_message_without_its_fields_and_an_oversized_pr
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     repo_copy = copy_repo(tmp_path)
-    first, second = load_repo(repo_copy, TOOLS_PIN).patches[:2]
+    # patches/NAME (an older pin composes its own form with it in a temporary file): its message, overlay and tests.
+    first, second = (repo_copy / "patches" / p.name for p in load_repo(repo_copy, TOOLS_PIN).patches[:2])
     first.write_text(first.read_text().replace("\nWhy: ", "\nBecause: ", 1))
     text = second.read_text()
     section = f"diff --git a/{patch_sections(second).hooks[0]}"
@@ -415,23 +426,30 @@ def test_rebase_check_tells_cascades_from_real_failures(
 ) -> None:
     """A hunk that fails only because its context is an earlier rejected hunk's lines is a cascade."""
     repo = load_repo(REPO_ROOT, TOOLS_PIN)
-    # A hunk of an earlier patch whose added lines are a later patch's context in the same file.
-    first, target, longest = next(
-        (patch, rel, hunk)
-        for i, patch in enumerate(repo.patches) for rel in repo.targets[patch]
-        for hunk in parse_hunks(patch)[rel]
-        for later in repo.patches[i + 1:] if rel in repo.targets[later]
-        if any(set(hunk.new_lines) & set(h.old_lines) - {""} for h in parse_hunks(later)[rel])
-    )
+    # A hunk of an earlier patch whose added lines are a later patch's context in the same file, and
+    # one of whose expected lines only it expects.
     new = tmp_path / "new"
     shutil.copytree(pristine_checkout, new, ignore=shutil.ignore_patterns(".git"))
     (new / "version.txt").write_text("2.14.0\n")
+
+    def only_here(patch: Path, target: str, hunk) -> str | None:
+        text = (new / target).read_text()
+        expected_elsewhere = {line for other in repo.patches if other != patch
+                              for h in parse_hunks(other).get(target, []) for line in h.old_lines}
+        return next((line for line in hunk.old_lines
+                     if line.strip() and text.count(line + "\n") == 1 and line not in expected_elsewhere), None)
+
+    first, target, changed = next(
+        (patch, rel, changed)
+        for i, patch in enumerate(repo.patches) for rel in repo.targets[patch]
+        for hunk in parse_hunks(patch)[rel]
+        for later in repo.patches[i + 1:] if rel in repo.targets[later]
+        # (lines the upstream file does not have: the later hunk cannot apply without them)
+        if any(set(hunk.new_lines) & set(h.old_lines) - {""} - set((new / rel).read_text().splitlines())
+               for h in parse_hunks(later)[rel])
+        if (changed := only_here(patch, rel, hunk)) is not None
+    )
     text = (new / target).read_text()
-    # Change one line that only this hunk expects, in the middle of it.
-    expected_elsewhere = {line for patch in repo.patches if patch != first
-                          for hunk in parse_hunks(patch).get(target, []) for line in hunk.old_lines}
-    changed = next(line for line in longest.old_lines
-                   if line.strip() and text.count(line + "\n") == 1 and line not in expected_elsewhere)
     (new / target).write_text(text.replace(changed + "\n", changed + "  # changed upstream\n"))
     assert run_cli("rebase-check", *REAL_REPO, "--checkout", new) == 1
     out = capsys.readouterr().out
@@ -449,7 +467,7 @@ def test_checkout_series_names_the_pin_in_its_hint_and_removes_a_failed_checkout
     # The hint runs as printed from here: --repo since the cwd is not in the copy, --pin since it is not the newest.
     assert f"then: viewreplay export --repo {repo} --pin {TOOLS_PIN} {dest}" in capsys.readouterr().out
     shutil.rmtree(dest)
-    first = load_repo(repo, TOOLS_PIN).patches[0]
+    first = repo / "patches" / load_repo(repo, TOOLS_PIN).patches[0].name  # its test section: patches/NAME's
     first.write_text(first.read_text().replace("\n+", "\n+# a line whose context is elsewhere\n+", 1).replace("@@ -", "@@ -9", 1))
     assert run_cli("checkout-series", "--repo", repo, "--pin", TOOLS_PIN, "--wheel", pinned_wheel, dest) == 1
     err = capsys.readouterr().err

@@ -317,7 +317,7 @@ def _composed_file(name: str, text: str) -> Path:
         atexit.register(shutil.rmtree, root, True)
         _COMPOSED.append(root)
     path = _COMPOSED[0] / sha256_bytes(text.encode())[:16] / name
-    if not path.is_file():
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:  # written again if changed since
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return path
