@@ -44,10 +44,10 @@ from typing import Any
 import torch
 from torch import Tensor
 from torch._C import _functionalization
-from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from .saved_tensors import _saved_by
+from .saved_tensors import eager_saved_tensors
 from .scope import GraphScope, OutputScope
 from .spec import DataStep, ReplayPlan, ViewMetaStep
 
@@ -85,33 +85,14 @@ def shares_version_counter(a: Tensor, b: Tensor) -> bool:
         torch._C._autograd._unsafe_set_version_counter((a,), (before,))
 
 
-def _saved_on(roots: Sequence[Tensor], storage: StorageWeakRef) -> list[Tensor]:
-    """The traced tensors on ``storage`` that the autograd nodes reachable from ``roots`` save."""
-    found: list[Tensor] = []
-    seen: set[object] = set()
-    # See Note [Accessing .grad_fn on FunctionalTensor]: a lazy rebase runs view ops.
-    with FunctionalTensorMode():
-        stack = [t.grad_fn for t in roots]
-        while stack:
-            node = stack.pop()
-            if node is None or node in seen:
-                continue
-            seen.add(node)
-            found += [
-                t for t in _saved_by(node)
-                if isinstance(t, FunctionalTensor) and StorageWeakRef(t.untyped_storage()) == storage
-            ]
-            stack.extend(parent for parent, _ in node.next_functions)
-    return found
-
-
 def _visible(graph: GraphScope, root: Tensor) -> Iterator[Tensor]:
     """The traced tensors on ``root``'s storage that eager's caller can see, but for ``root``
     and its views: the inputs, the user outputs and their bases, the saved tensors."""
     storage = StorageWeakRef(root.untyped_storage())
     tensors = [t for t in (*graph.inputs, *graph.outputs) if isinstance(t, Tensor)]
     candidates = [*tensors, *(t._base for t in tensors if t._base is not None)]
-    candidates += _saved_on([t for t in graph.outputs if isinstance(t, Tensor)], storage)
+    saved = eager_saved_tensors([t for t in graph.outputs if isinstance(t, Tensor)])
+    candidates += [t for t, on in saved if on == storage]
     for t in candidates:
         if t is not root and t._base is not root and StorageWeakRef(t.untyped_storage()) == storage:
             yield t

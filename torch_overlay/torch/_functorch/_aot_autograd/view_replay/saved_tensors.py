@@ -136,11 +136,13 @@ def _saved_by(node: Any) -> Iterator[Tensor]:
                 yield v
 
 
-def eager_saved_storages(roots: Sequence[Tensor], stop: frozenset[object]) -> frozenset[StorageWeakRef]:
-    """Compile-time: the storages of the FunctionalTensors saved by the autograd nodes reachable
-    from ``roots``' nodes, not walking past the nodes in ``stop`` (Note [Saved tensors on the
-    storage of a returned tensor])."""
-    storages: set[StorageWeakRef] = set()
+def eager_saved_tensors(
+    roots: Sequence[Tensor], stop: frozenset[object] = frozenset()
+) -> list[tuple[FunctionalTensor, StorageWeakRef]]:
+    """Compile-time: the FunctionalTensors saved by the autograd nodes reachable from
+    ``roots``' nodes, not walking past the nodes in ``stop``, each with its storage (Note
+    [Saved tensors on the storage of a returned tensor])."""
+    saved: list[tuple[FunctionalTensor, StorageWeakRef]] = []
     seen: set[object] = set()
     # See Note [Accessing .grad_fn on FunctionalTensor]: a lazy rebase runs view ops.
     with FunctionalTensorMode():
@@ -150,6 +152,11 @@ def eager_saved_storages(roots: Sequence[Tensor], stop: frozenset[object]) -> fr
             if node is None or node in seen or node in stop:
                 continue
             seen.add(node)
-            storages.update(StorageWeakRef(t.untyped_storage()) for t in _saved_by(node) if isinstance(t, FunctionalTensor))
+            saved += [(t, StorageWeakRef(t.untyped_storage())) for t in _saved_by(node) if isinstance(t, FunctionalTensor)]
             stack.extend(parent for parent, _ in node.next_functions)
-    return frozenset(storages)
+    return saved
+
+
+def eager_saved_storages(roots: Sequence[Tensor], stop: frozenset[object]) -> frozenset[StorageWeakRef]:
+    """Compile-time: the storages of :func:`eager_saved_tensors`."""
+    return frozenset(storage for _, storage in eager_saved_tensors(roots, stop))
