@@ -276,8 +276,9 @@ def cmd_check_prefixes(args: argparse.Namespace) -> int:
         checkout=args.checkout.resolve() if args.checkout else None, timeout=args.timeout,
         pr=args.pr, jobs=args.jobs, progress=lambda text: print(text, flush=True),
     )
-    if args.pr is not None:
-        print(prefixcheck.format_prefix(results[0], total))
+    if args.pr is not None:  # its result was printed as progress
+        print(f"{args.pr}: {'its tests fail before it and pass with it' if results[0].ok else 'FAIL'} "
+              f"({time.monotonic() - started:.0f} s)")
         return 0 if results[0].ok else 1
     if stack is not None:
         print(prefixcheck.format_stack(stack, total))
