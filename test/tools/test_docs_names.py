@@ -46,11 +46,20 @@ import email.utils
 import re
 import subprocess
 from collections import defaultdict
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
 from viewreplay.gitrepo import patch_header
-from viewreplay.pin import OVERLAY_DIR, OVERLAY_PACKAGE, TEST_PREFIX, load_series, load_pin, pin_versions, series_names
+from viewreplay.pin import (
+    OVERLAY_DIR,
+    OVERLAY_PACKAGE,
+    is_upstream_file,
+    load_repo,
+    overlay_additions,
+    pin_versions,
+    series_names,
+)
 from viewreplay_testlib import REPO_ROOT
 
 SERIES_DIRS = ("patches/", "pins/")
@@ -168,12 +177,13 @@ def note_definitions(text: str) -> list[tuple[str, int]]:
     return [(m.group(1), _line(text, m.start())) for m in _DEFINITION_RE.finditer(text)]
 
 
-def hook_note_definitions(patch_text: str) -> dict[str, int]:
-    """Net Note definitions a patch adds to upstream files: added minus removed, per title."""
+def hook_note_definitions(patch_text: str, overlay: Collection[str]) -> dict[str, int]:
+    """Net Note definitions a patch adds to upstream files (not ``overlay``'s): added minus removed, per title."""
     net: dict[str, int] = defaultdict(int)
+    overlay = {*overlay, *overlay_additions(patch_text)}
     for section in re.split(r"^diff --git ", patch_text, flags=re.MULTILINE)[1:]:
         path = section.split(" ", 1)[0].removeprefix("a/")
-        if path.startswith((OVERLAY_PACKAGE, TEST_PREFIX)):
+        if not is_upstream_file(path, overlay):
             continue  # the overlay and the PR tests are the files of torch_overlay/ and upstream/
         body = section.split("\n@@", 1)[1] if "\n@@" in section else ""
         for sign, delta in (("+", 1), ("-", -1)):
@@ -192,7 +202,9 @@ def test_rule_for_notes() -> None:
     assert note_definitions("# Note [Cited, not defined]\nx = 1\n") == []
     patch = ("diff --git a/torch/_functorch/x.py b/torch/_functorch/x.py\n--- a/x\n+++ b/x\n@@ -1 +1,3 @@\n"
              "+# Note [Hooked]\n+# ~~~~~~~~~~~\n x\n")
-    assert hook_note_definitions(patch) == {"Hooked": 1}
+    assert hook_note_definitions(patch, overlay=()) == {"Hooked": 1}
+    added = patch.replace("--- a/x", "new file mode 100644\n--- /dev/null")
+    assert hook_note_definitions(added, overlay=()) == {}  # a file the patch adds is an overlay file
 
 
 def test_every_cited_note_is_defined_once() -> None:
@@ -213,8 +225,9 @@ def test_every_cited_note_is_defined_once() -> None:
     per_pin: dict[str, dict[str, list[str]]] = {}
     for version in pin_versions(REPO_ROOT):
         hooks: dict[str, list[str]] = defaultdict(list)
-        for patch in load_series(REPO_ROOT, load_pin(REPO_ROOT, version)):
-            for title, count in hook_note_definitions(patch.read_text(encoding="utf-8")).items():
+        repo = load_repo(REPO_ROOT, version)
+        for patch in repo.patches:
+            for title, count in hook_note_definitions(patch.read_text(encoding="utf-8"), repo.overlay_paths).items():
                 # A pin's composed patch lives in a temporary directory: name the series file instead.
                 where = f"pins/{version}/patches/{patch.name}" if not patch.is_relative_to(REPO_ROOT) else (
                     patch.relative_to(REPO_ROOT).as_posix())

@@ -12,6 +12,7 @@ from viewreplay.pin import (
     OWN_FIT,
     OWN_UNCHANGED,
     compose_text,
+    is_upstream_file,
     fit_section,
     load_pin,
     load_repo,
@@ -20,7 +21,6 @@ from viewreplay.pin import (
     sha256_bytes,
     split_patch,
 )
-from viewreplay.pinforms import is_hook
 from viewreplay_testlib import FIXTURE_TOUCHED, REPO_ROOT, run_cli, TOOLS_PIN
 
 
@@ -41,11 +41,12 @@ def test_every_pin_of_the_repository_loads() -> None:
 def test_own_forms_carry_only_upstream_files() -> None:
     """pins/*/patches/ holds no overlay or test section, and at most 1,500 lines (#35)."""
     lines = 0
+    overlay = load_repo(REPO_ROOT).overlay_paths  # every pin's: an own form cannot add to it
     for own in sorted((REPO_ROOT / "pins").glob("*/patches/*")):
         text = own.read_text()
         lines += len(text.splitlines())
         paths = [line.split(" b/", 1)[1] for line in text.splitlines() if line.startswith("diff --git ")]
-        assert all(is_hook(p) for p in paths), own
+        assert all(is_upstream_file(p, overlay) for p in paths), own
     assert lines <= 1500
 
 
@@ -179,11 +180,29 @@ def test_stale_pin_is_refused(fixture_repo: Path, tree: Path, capsys: pytest.Cap
     assert "pin-update" in capsys.readouterr().err
 
 
-def test_patch_creating_a_file_is_refused(fixture_repo: Path, tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_patch_deleting_a_file_is_refused(fixture_repo: Path, tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     patch = fixture_repo / "patches" / "0001-fixture.patch"
-    patch.write_text(patch.read_text() + "diff --git a/torch/new.py b/torch/new.py\nnew file mode 100644\n")
+    patch.write_text(patch.read_text() + "diff --git a/torch/version.py b/torch/version.py\ndeleted file mode 100644\n")
     assert run_cli("status", "--repo", fixture_repo, tree) == 1
-    assert f"{patch}:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{patch}:" in err and "hooks may only modify existing upstream files, not delete them" in err
+
+
+def test_a_new_file_is_an_overlay_file_and_must_be_new(
+    fixture_repo: Path, tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file a patch creates under torch/ is an overlay file, wherever it lives: torch_overlay/ must hold it,
+    and it must not be an upstream file."""
+    patch = fixture_repo / "patches" / "0001-fixture.patch"
+    text = patch.read_text()
+    patch.write_text(text + "diff --git a/torch/new.py b/torch/new.py\nnew file mode 100644\n")
+    assert run_cli("apply", "--repo", fixture_repo, "--check", tree) == 1
+    assert "torch_overlay/torch/new.py: the series adds it, the repository lacks it" in capsys.readouterr().err
+    rel = FIXTURE_TOUCHED[1]
+    patch.write_text(text + f"diff --git a/{rel} b/{rel}\nnew file mode 100644\n")
+    assert run_cli("status", "--repo", fixture_repo, tree) == 1
+    err = capsys.readouterr().err
+    assert f"pins {rel} as upstream file(s), but the overlay has them" in err
 
 
 def _format_patch(tmp: Path, before: str, after: str, message: str) -> str:
@@ -221,8 +240,8 @@ def test_own_form_holds_only_what_differs(pristine_template: Path, tmp_path: Pat
         old = "".join(old_lines)
         new = "".join(old_lines[:at] + [hook] + old_lines[at:])
         commit = _format_patch(tmp_path / f"c{len(list(tmp_path.iterdir()))}", old, new, message)
-        own = own_form("0001-fixture.patch", shared, commit, {rel: old.encode()}, {rel: new.encode()})
-        composed = compose_text(shared, own, "0001-fixture.patch", "own") if own else shared
+        own = own_form("0001-fixture.patch", shared, commit, {rel: old.encode()}, {rel: new.encode()}, overlay=())
+        composed = compose_text(shared, own, "0001-fixture.patch", "own", overlay=()) if own else shared
         assert apply_patch_text({rel: old.encode()}, composed) == {rel: new.encode()}
         return own
 

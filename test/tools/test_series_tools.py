@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import shutil
 import subprocess
@@ -12,13 +13,33 @@ from collections.abc import Callable
 
 import pytest
 from viewreplay.checkout import make_checkout
-from viewreplay.pin import OVERLAY_DIR, OVERLAY_PACKAGE, load_repo, patch_sections, pin_versions
+from viewreplay.pin import (
+    OVERLAY_DIR,
+    OVERLAY_PACKAGE,
+    PatchSections,
+    is_upstream_file,
+    load_repo,
+    patch_sections,
+    pin_versions,
+    split_patch,
+)
 from viewreplay.rebase import parse_hunks
 from viewreplay.staging import MAX_ADDED_LINES, MESSAGE_FIELDS, added_lines, load_prs
 from viewreplay.tip import repository_tip, tip_differences
 from viewreplay.tree import apply_series
 from viewreplay_testlib import GIT_ENV, REAL_REPO, REPO_ROOT, run_cli, TOOLS_PIN
 UPSTREAM_TESTS = sorted((REPO_ROOT / "upstream" / "test").rglob("test_*.py"))
+
+
+@functools.cache
+def real_overlay() -> frozenset[str]:
+    """The overlay files of the real series (a copy of the repository has the same)."""
+    return load_repo(REPO_ROOT, TOOLS_PIN).overlay_paths
+
+
+def sections(patch: Path) -> PatchSections:
+    """``patch_sections`` of a patch of the real series, or of a copy's."""
+    return patch_sections(patch, overlay=real_overlay())
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -131,8 +152,8 @@ def test_export_round_trip_of_an_amended_hook(
     copy_args = ("--repo", repo_copy, "--pin", TOOLS_PIN)
     patches = load_repo(repo_copy, TOOLS_PIN).patches
     index, shared = next((i, p) for i, p in enumerate(patches) if p.parent == repo_copy / "patches"
-                         and patch_sections(p).hooks)
-    target = patch_sections(shared).hooks[0]
+                         and sections(p).hooks)
+    target = sections(shared).hooks[0]
     added = next(line[1:] for line in shared.read_text().split(f"b/{target}\n", 1)[1].splitlines()
                  if line.startswith("+") and line[1:].strip() and not line.startswith("+++"))
     indent = added[: len(added) - len(added.lstrip())]
@@ -161,7 +182,7 @@ def test_export_round_trip_of_an_amended_hook(
     assert run_cli("export", *copy_args, "--check", checkout) == 0
     composed = load_repo(repo_copy, TOOLS_PIN, require_pinned_hashes=False).patches[index]
     assert composed.name == shared.name and "# edited in the checkout" in composed.read_text()
-    assert patch_sections(composed) == patch_sections(shared)
+    assert sections(composed) == sections(shared)
     # Back to the original commit: the pin's own copy is redundant again, and export removes it.
     assert run_cli("export", *copy_args, series_checkout) == 0
     assert {p.name for p in own.iterdir()} == own_before
@@ -174,7 +195,7 @@ def test_an_older_pins_export_refuses_an_overlay_change(
     checkout = clone(series_checkout, tmp_path)
     repo_copy = copy_repo(tmp_path)
     rel = f"{OVERLAY_PACKAGE}view_meta_args.py"  # added by one PR, changed by none after it
-    index = next(i for i, p in enumerate(load_repo(repo_copy, TOOLS_PIN).patches) if rel in patch_sections(p).overlay)
+    index = next(i for i, p in enumerate(load_repo(repo_copy, TOOLS_PIN).patches) if rel in sections(p).overlay)
     amend_commit(checkout, index, append_to(rel, "# edited in its PR's commit\n"))
     before = {p: p.read_bytes() for p in repo_copy.rglob("*") if p.is_file()}
     assert run_cli("export", "--repo", repo_copy, "--pin", TOOLS_PIN, checkout) == 1
@@ -220,8 +241,8 @@ def test_export_check_without_a_checkout_checks_every_pin(
     own = repo_copy / "pins" / TOOLS_PIN / "patches"
     patches = load_repo(repo_copy, TOOLS_PIN).patches
     index, rel = next((i, rel) for i, p in enumerate(patches) if (own / p.name).is_file()
-                      for rel in patch_sections(p).overlay
-                      if not any(rel in patch_sections(q).overlay for q in patches[i + 1:]))
+                      for rel in sections(p).overlay
+                      if not any(rel in sections(q).overlay for q in patches[i + 1:]))
     shared = repo_copy / "patches" / patches[index].name
     tip = repo_copy / OVERLAY_DIR / rel
     line = next(line[1:] for line in shared.read_text().split(f"b/{rel}\n", 1)[1].split("\ndiff --git")[0].splitlines()
@@ -231,7 +252,7 @@ def test_export_check_without_a_checkout_checks_every_pin(
     assert tip_differences(load_repo(repo_copy, TOOLS_PIN)) == []
     assert run_cli("export", "--repo", repo_copy, "--check") == 0, capsys.readouterr().err
     # An own form that carries a section patches/NAME gives as well is refused, naming the fix.
-    name = next(p.name for p in patches if not (own / p.name).is_file() and patch_sections(p).hooks)
+    name = next(p.name for p in patches if not (own / p.name).is_file() and sections(p).hooks)
     shared = (repo_copy / "patches" / name).read_text()
     (own / name).write_text(_first_hook_section(shared))
     capsys.readouterr()
@@ -241,10 +262,7 @@ def test_export_check_without_a_checkout_checks_every_pin(
 
 
 def _first_hook_section(patch_text: str) -> str:
-    from viewreplay.pin import split_patch
-    from viewreplay.pinforms import is_hook
-
-    return next(section for rel, section in split_patch(patch_text)[1].items() if is_hook(rel))
+    return next(section for rel, section in split_patch(patch_text)[1].items() if is_upstream_file(rel, real_overlay()))
 
 
 def test_export_refuses_a_dirty_checkout(series_checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -295,8 +313,8 @@ def test_stage_upstream_refuses_a_commit_that_imports_a_later_module(
     repo_copy = copy_repo(tmp_path)
     rel = f"{OVERLAY_PACKAGE}view_meta_args.py"
     patches = load_repo(repo_copy, TOOLS_PIN).patches
-    index = next(i for i, p in enumerate(patches) if rel in patch_sections(p).overlay)
-    later = next(p for p in patches[index + 1:] if f"{OVERLAY_PACKAGE}codegen.py" in patch_sections(p).overlay)
+    index = next(i for i, p in enumerate(patches) if rel in sections(p).overlay)
+    later = next(p for p in patches[index + 1:] if f"{OVERLAY_PACKAGE}codegen.py" in sections(p).overlay)
     assert later  # codegen.py comes in a later PR
     append_to_overlay(repo_copy, patches[index].name, rel, "from .codegen import compiled_plan  # noqa: F401\n")
     out = tmp_path / "staged"
@@ -314,7 +332,7 @@ def test_stage_upstream_refuses_a_commit_that_does_not_lint(
     repo_copy = copy_repo(tmp_path)
     rel = f"{OVERLAY_PACKAGE}view_meta_args.py"
     patches = load_repo(repo_copy, TOOLS_PIN).patches
-    index = next(i for i, p in enumerate(patches) if rel in patch_sections(p).overlay)
+    index = next(i for i, p in enumerate(patches) if rel in sections(p).overlay)
     append_to_overlay(repo_copy, patches[index].name, rel, "import dataclasses\n")
     assert run_cli("stage-upstream", "--repo", repo_copy, "--pin", TOOLS_PIN, "--out", tmp_path / "o",
                    "--checkout", pristine_checkout) == 1
@@ -331,9 +349,11 @@ def test_stage_upstream_refuses_a_message_without_its_fields_and_an_oversized_pr
     first, second = (repo_copy / "patches" / p.name for p in load_repo(repo_copy, TOOLS_PIN).patches[:2])
     first.write_text(first.read_text().replace("\nWhy: ", "\nBecause: ", 1))
     text = second.read_text()
-    section = f"diff --git a/{patch_sections(second).hooks[0]}"
+    section = f"diff --git a/{sections(second).hooks[0]}"
     filler = "".join(f"+# filler {n}\n" for n in range(MAX_ADDED_LINES))
-    second.write_text(text.replace(section, f"diff --git a/{OVERLAY_PACKAGE}filler.py b/{OVERLAY_PACKAGE}filler.py\n@@ -1 +1 @@\n{filler}{section}", 1))
+    filler_file = f"{OVERLAY_PACKAGE}filler.py"
+    added = f"diff --git a/{filler_file} b/{filler_file}\nnew file mode 100644\n--- /dev/null\n+++ b/{filler_file}\n"
+    second.write_text(text.replace(section, f"{added}@@ -0,0 +1,{MAX_ADDED_LINES} @@\n{filler}{section}", 1))
     assert run_cli("stage-upstream", "--repo", repo_copy, "--pin", TOOLS_PIN, "--out", tmp_path / "o") == 1
     err = capsys.readouterr().err
     assert f"{first.name}: its message has no 'Why:' paragraph" in err
@@ -357,7 +377,7 @@ def test_every_pr_brings_its_tests() -> None:
     repo = load_repo(REPO_ROOT, TOOLS_PIN)
     added = []
     for pr in load_prs(repo):
-        tests = patch_sections(pr.patch).tests
+        tests = sections(pr.patch).tests
         assert [t for t in tests if Path(t).name.startswith("test_")], pr.name
         added += tests
         if pr.test_patch is not None:
@@ -390,7 +410,7 @@ def test_stage_upstream_applies_test_patches_where_the_file_exists(
     assert f"{patch.name}: left out" not in capsys.readouterr().out
     staged = sorted(out.glob("*.patch"))[0]
     assert "+    expected = 'ViewBackward0'" in staged.read_text()
-    assert patch_sections(first).hooks[0] in staged.read_text()  # amended into the PR's own commit
+    assert sections(first).hooks[0] in staged.read_text()  # amended into the PR's own commit
     # On the stand-in checkout (no test/ tree) the test patch is left out, and said so.
     assert run_cli("stage-upstream", "--repo", repo_copy, "--pin", TOOLS_PIN, "--out", tmp_path / "o2",
                    "--checkout", pristine_checkout) == 0

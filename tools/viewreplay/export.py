@@ -4,8 +4,9 @@
 one commit per PR of the upstream stack, authors and dates kept, each with its hooks, its overlay
 growth and its tests. Edit there with git (``commit --fixup`` + ``rebase -i --autosquash``, ``commit
 --amend``), then ``export DIR`` writes the commits back to ``patches/`` with ``git format-patch
---no-signature --zero-commit``, the overlay package at HEAD to ``torch_overlay/`` and the test files
-the branch adds to ``upstream/test/`` (the series' tip, checked by ``viewreplay.tip``) and, for the
+--no-signature --zero-commit``, the files the branch adds under ``torch/`` (the overlay, wherever it
+lives) at HEAD to ``torch_overlay/`` and those it adds under ``test/`` to ``upstream/test/`` (the
+series' tip, checked by ``viewreplay.tip``) and, for the
 newest pin, the README's table of PRs from the patch headers (``viewreplay.readme_table``; skipped
 where the repository has no README.md). Output is byte-identical for identical commits; ``export
 --check`` compares instead of writing.
@@ -38,9 +39,9 @@ from viewreplay.gitrepo import check_upstream_checkout, git, git_show, numbering
 from viewreplay.pin import (
     OVERLAY_DIR,
     PINS_DIR,
-    OVERLAY_PACKAGE,
     SERIES_FILE,
     TEST_PREFIX,
+    TORCH_PREFIX,
     UPSTREAM_TEST_DIR,
     Repo,
     compose_text,
@@ -48,6 +49,7 @@ from viewreplay.pin import (
     patch_sections,
     pin_versions,
     series_names,
+    series_overlay,
 )
 from viewreplay.pinnedwheel import check_wheel
 from viewreplay.tip import repository_tip, tip_differences
@@ -80,12 +82,13 @@ class Export:
 
 
 def _tip_files(checkout: Path, tag: str) -> list[str]:
-    """The overlay and test files of HEAD (the tip to export); refuse other additions and any deletion."""
+    """The overlay and test files of HEAD (the tip to export): the files it adds under ``torch/`` and
+    ``test/``; refuse other additions and any deletion."""
     added, problems = [], []
     for line in git(checkout, "diff", "--name-status", "--no-renames", tag, "HEAD").splitlines():
         status, _, path = line.partition("\t")
-        if status == "A" and not path.startswith((OVERLAY_PACKAGE, TEST_PREFIX)):
-            problems.append(f"{path} (a new file outside {OVERLAY_PACKAGE} and {TEST_PREFIX})")
+        if status == "A" and not path.startswith((TORCH_PREFIX, TEST_PREFIX)):
+            problems.append(f"{path} (a new file outside {TORCH_PREFIX} and {TEST_PREFIX})")
         elif status == "A" and not path.endswith(".py"):
             problems.append(f"{path} (not a Python source: a cache committed by mistake?)")
         elif status == "D":
@@ -99,7 +102,7 @@ def _tip_files(checkout: Path, tag: str) -> list[str]:
 
 def _tip_destination(rel: str) -> str:
     """Where the repository keeps an in-tree overlay or test file."""
-    return f"{OVERLAY_DIR}/{rel}" if rel.startswith(OVERLAY_PACKAGE) else f"{UPSTREAM_TEST_DIR}/{rel}"
+    return f"{UPSTREAM_TEST_DIR}/{rel}" if rel.startswith(TEST_PREFIX) else f"{OVERLAY_DIR}/{rel}"
 
 
 def compute_export(repo: Repo, checkout: Path, *, numbering: str = "auto") -> Export:
@@ -120,8 +123,9 @@ def compute_export(repo: Repo, checkout: Path, *, numbering: str = "auto") -> Ex
         generated = sorted(out.glob("*.patch"))
         if not generated:
             raise ViewReplayError(f"{checkout}: no commit after {tag}; nothing to export")
+        overlay = series_overlay(generated)
         for patch in generated:
-            patch_sections(patch)  # refuses anything a series patch may not contain
+            patch_sections(patch, overlay=overlay)  # refuses anything a series patch may not contain
         texts = [p.read_text(encoding="utf-8") for p in generated]
         names = _name_patches(repo, texts, [p.name for p in generated])
         if repo.pin.newest:
@@ -162,11 +166,12 @@ def _export_pin_patches(
     for name, patch, commit in zip(names, generated, commits, strict=True):
         shared_text = (repo.root / "patches" / name).read_text(encoding="utf-8")
         commit_text = patch.read_text(encoding="utf-8")
-        paths = pinforms.hook_paths(shared_text, commit_text)
+        paths = pinforms.hook_paths(shared_text, commit_text, overlay=repo.overlay_paths)
         before = {rel: _blob(checkout, f"{commit}^", rel) for rel in paths}
         after = {rel: _blob(checkout, commit, rel) for rel in paths}
-        own = pinforms.own_form(name, shared_text, commit_text, before, after)
-        composed = compose_text(shared_text, own, name, f"{own_dir}/{name}") if own is not None else shared_text
+        own = pinforms.own_form(name, shared_text, commit_text, before, after, overlay=repo.overlay_paths)
+        composed = (compose_text(shared_text, own, name, f"{own_dir}/{name}", overlay=repo.overlay_paths)
+                    if own is not None else shared_text)
         if pinforms.apply_patch_text(before, composed) != after:  # a guard: composition must give the commit
             raise ViewReplayError(f"{checkout}: {commit[:12]} ({name}): its own form does not give its upstream files")
         result.files[f"{own_dir}/{name}"] = own.encode() if own is not None else None

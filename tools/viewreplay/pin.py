@@ -7,10 +7,10 @@ of ``patches/series`` whose hunks differ there: only what differs (:func:`compos
 
 The series is the upstream stack: one patch per PR, in review order. A patch has three kinds of
 sections (:func:`patch_sections`): hooks, changes of existing upstream files under ``torch/``;
-overlay, the files of the ``view_replay`` package the PR adds or changes; tests, the PR's own
-upstream-form test files under ``test/``. ``torch_overlay/`` and ``upstream/test/`` hold the tip of
-the last two, as files to read and to import; :func:`check_tip` refuses a repository where they
-differ from what the series builds.
+overlay, the files the series adds under ``torch/`` (:func:`series_overlay`: new files, wherever
+they live) that the PR adds or changes; tests, the PR's own upstream-form test files under
+``test/``. ``torch_overlay/`` and ``upstream/test/`` hold the tip of the last two, as files to read
+and to import; :func:`check_tip` refuses a repository where they differ from what the series builds.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import re
 import shutil
 import tempfile
 import tomllib
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,9 @@ PINS_DIR = "pins"
 PIN_FILE = "pin.toml"
 SERIES_FILE = Path("patches") / "series"
 OVERLAY_DIR = "torch_overlay"
-# The package the series adds; its files are the overlay (in-tree path).
+# Upstream's package: the series modifies its files (hooks) and adds files to it (the overlay).
+TORCH_PREFIX = "torch/"
+# The view replay package the series adds (in-tree path); overlay files may live anywhere under TORCH_PREFIX.
 OVERLAY_PACKAGE = "torch/_functorch/_aot_autograd/view_replay/"
 # Where the PRs' own tests live in-tree, and their tip in the repository.
 TEST_PREFIX = "test/"
@@ -179,12 +182,15 @@ def load_series(repo: Path, pin: Pin) -> list[Path]:
     own patch of the newest pin, and an own form that :func:`compose_patch` refuses.
     """
     names = series_names(repo)
+    shared = [repo / "patches" / name for name in names]
+    for path in shared:
+        if not path.is_file():
+            raise ViewReplayError(f"{repo / SERIES_FILE}: lists {path.name}, but {path} does not exist")
+    overlay = series_overlay(shared)  # the same on every pin: an own form carries upstream files only
     patches = []
-    for name in names:
-        own, shared = pin.patch_dir / name, repo / "patches" / name
-        if not shared.is_file():
-            raise ViewReplayError(f"{repo / SERIES_FILE}: lists {name}, but {shared} does not exist")
-        patches.append(_composed_file(name, compose_patch(shared, own)) if own.is_file() else shared)
+    for path in shared:
+        own = pin.patch_dir / path.name
+        patches.append(_composed_file(path.name, compose_patch(path, own, overlay)) if own.is_file() else path)
     if pin.patch_dir.is_dir():
         stray = sorted(p.name for p in pin.patch_dir.iterdir() if p.name not in names)
         if stray:
@@ -266,28 +272,31 @@ def fit_section(section: str) -> str:
     return "".join(out)
 
 
-def compose_patch(shared: Path, own: Path) -> str:
+def compose_patch(shared: Path, own: Path, overlay: Collection[str]) -> str:
     """The patch that an older pin applies for ``shared`` (``patches/NAME``), given its own form ``own``.
 
     Its message is the own form's where it has one, else the shared one; each upstream file's
     section is the own form's where it has one (:data:`OWN_FIT` and :data:`OWN_UNCHANGED` are read
     as they say), else the shared one; the overlay and test sections are always the shared ones.
-    Refuses an own form with an overlay or test section, or a marker for a file ``shared`` leaves alone.
+    ``overlay`` is the series' overlay files (:func:`series_overlay`). Refuses an own form with an
+    overlay or test section, or a marker for a file ``shared`` leaves alone.
     """
-    return compose_text(shared.read_text(encoding="utf-8"), own.read_text(encoding="utf-8"), shared.name, str(own))
+    return compose_text(shared.read_text(encoding="utf-8"), own.read_text(encoding="utf-8"), shared.name, str(own),
+                        overlay=overlay)
 
 
-def compose_text(shared_text: str, own_text: str, name: str, own: str) -> str:
+def compose_text(shared_text: str, own_text: str, name: str, own: str, *, overlay: Collection[str]) -> str:
     """:func:`compose_patch` on texts (``own`` names the own form in messages)."""
     shared = f"patches/{name}"
     shared_head, shared_sections = split_patch(shared_text)
     own_head, own_sections = split_patch(own_text)
     if own_head.strip() and not own_head.startswith("From "):
         raise ViewReplayError(f"{own}: text before its first 'diff --git' line that is not a format-patch message")
+    overlay = {*overlay, *overlay_additions(shared_text), *overlay_additions(own_text)}
     sections = dict(shared_sections)
     for path, section in own_sections.items():
         where = f"{own}: {path}"
-        if not path.startswith("torch/") or path.startswith(OVERLAY_PACKAGE):
+        if not is_upstream_file(path, overlay):
             if shared_sections.get(path) == section:
                 continue  # a full copy's (the older format): ``export --check`` asks for its removal
             raise ViewReplayError(
@@ -323,53 +332,76 @@ def _composed_file(name: str, text: str) -> Path:
     return path
 
 
+def overlay_additions(text: str) -> list[str]:
+    """The files under ``torch/`` that a patch text creates (its ``new file mode`` sections), in order."""
+    added, path = [], None
+    for line in text.splitlines():
+        if line.startswith("diff --git "):
+            match = _DIFF_GIT_RE.match(line)
+            path = match.group(2) if match else None
+        elif line.startswith("new file mode") and path is not None and path.startswith(TORCH_PREFIX):
+            added.append(path)
+    return added
+
+
+def series_overlay(patches: Iterable[Path]) -> frozenset[str]:
+    """The overlay files of a series: every file under ``torch/`` that one of its patches creates.
+
+    The series creates only files the pinned release lacks (a hook may not create or delete one), so
+    these are the series' own, wherever they live; a later patch may change or delete them.
+    """
+    return frozenset(rel for patch in patches for rel in overlay_additions(patch.read_text(encoding="utf-8")))
+
+
+def is_upstream_file(path: str, overlay: Collection[str]) -> bool:
+    """Whether a section's path is an existing upstream file: under ``torch/`` and not in ``overlay``."""
+    return path.startswith(TORCH_PREFIX) and path not in overlay
+
+
 @dataclass(frozen=True)
 class PatchSections:
     """The paths one series patch changes, by kind (module docstring)."""
 
     # Existing upstream files under torch/ the patch modifies (its hooks), in order.
     hooks: list[str]
-    # Files of OVERLAY_PACKAGE it adds, changes or deletes.
+    # Overlay files (series_overlay) it adds, changes or deletes.
     overlay: list[str]
     # Test files under test/ it adds or changes (the PR's own tests).
     tests: list[str]
 
 
-def _section_kind(path: str, header: str, where: str) -> str:
+def _section_kind(path: str, header: str, where: str, overlay: Collection[str]) -> str:
     """Which kind of section a ``diff --git`` header opens; refuse a path no kind allows."""
-    if path.startswith(OVERLAY_PACKAGE):
-        return "overlay"
     if path.startswith(TEST_PREFIX):
         return "tests"
-    if not path.startswith("torch/"):
-        raise ViewReplayError(f"{where}: path outside torch/ and {TEST_PREFIX}: {header}")
-    return "hooks"
+    if not path.startswith(TORCH_PREFIX):
+        raise ViewReplayError(f"{where}: path outside {TORCH_PREFIX} and {TEST_PREFIX}: {header}")
+    return "hooks" if is_upstream_file(path, overlay) else "overlay"
 
 
-def patch_sections(patch: Path) -> PatchSections:
+def patch_sections(patch: Path, *, overlay: Collection[str]) -> PatchSections:
     """Parse a series patch's ``diff --git`` headers into its hooks, overlay and test paths.
 
-    Hooks may only modify existing files (a new upstream file belongs in the overlay package);
-    no section may rename or copy.
+    ``overlay`` is the series' overlay files (:func:`series_overlay`); a file the patch creates under
+    ``torch/`` is one in any case. Hooks may only modify existing files; no section may rename or copy.
     """
+    text = patch.read_text(encoding="utf-8")
+    overlay = {*overlay, *overlay_additions(text)}
     found: dict[str, list[str]] = {"hooks": [], "overlay": [], "tests": []}
     kind = None
-    for number, line in enumerate(patch.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         where = f"{patch}:{number}"
         if line.startswith("diff --git "):
             match = _DIFF_GIT_RE.match(line)
             if not match or match.group(1) != match.group(2):
                 raise ViewReplayError(f"{where}: unsupported diff header: {line}")
-            kind = _section_kind(match.group(1), line, where)
+            kind = _section_kind(match.group(1), line, where, overlay)
             if match.group(1) not in found[kind]:
                 found[kind].append(match.group(1))
         elif line.startswith(("rename from", "copy from")):
             raise ViewReplayError(f"{where}: renames and copies are not supported: {line}")
-        elif kind == "hooks" and line.startswith(("new file mode", "deleted file mode", "--- /dev/null")):
-            raise ViewReplayError(
-                f"{where}: hooks may only modify existing upstream files (new modules go in "
-                f"{OVERLAY_PACKAGE}): {line}"
-            )
+        elif kind == "hooks" and line.startswith(("deleted file mode", "--- /dev/null", "+++ /dev/null")):
+            raise ViewReplayError(f"{where}: hooks may only modify existing upstream files, not delete them: {line}")
     if not any(found.values()):
         raise ViewReplayError(f"{patch}: contains no 'diff --git' sections")
     return PatchSections(**found)
@@ -384,8 +416,16 @@ class Repo:
     patches: list[Path]
     # Each patch's hooks: the upstream files it modifies.
     targets: dict[Path, list[str]]
+    # Every file the series creates under torch/ (series_overlay), those a later patch deletes included.
+    overlay_paths: frozenset[str]
     # torch_overlay/: tree-relative path -> content (the series' overlay at its tip).
     overlay: dict[str, bytes]
+
+    @property
+    def overlay_files(self) -> frozenset[str]:
+        """The overlay's tree paths: every file the series creates and every file of ``torch_overlay/`` (where
+        the tip check passes, these are the series' files but those a later patch deletes)."""
+        return self.overlay_paths | self.overlay.keys()
 
     @property
     def touched_files(self) -> list[str]:
@@ -415,16 +455,16 @@ def load_repo(root: Path, pin_version: str | None = None, *, require_pinned_hash
     """
     pin = load_pin(root, pin_version)
     patches = load_series(root, pin)
+    overlay_paths = series_overlay(patches)
     repo = Repo(
         root=root,
         pin=pin,
         patches=patches,
-        targets={patch: patch_sections(patch).hooks for patch in patches},
+        targets={patch: patch_sections(patch, overlay=overlay_paths).hooks for patch in patches},
+        overlay_paths=overlay_paths,
         overlay=load_overlay(root),
     )
-    for rel in repo.overlay:
-        if not rel.startswith(OVERLAY_PACKAGE):
-            raise ViewReplayError(f"{root / OVERLAY_DIR / rel}: overlay files must live under {OVERLAY_PACKAGE}")
+    check_overlay_paths(repo)
     if require_pinned_hashes:
         touched = set(repo.touched_files)
         missing = sorted(touched - pin.files.keys())
@@ -436,3 +476,21 @@ def load_repo(root: Path, pin_version: str | None = None, *, require_pinned_hash
                 f"run 'viewreplay pin-update{'' if pin.newest else ' --pin ' + pin.version}'"
             )
     return repo
+
+
+def check_overlay_paths(repo: Repo) -> None:
+    """Refuse an overlay file outside ``torch/``, or one at the path of an upstream file the pin lists.
+
+    An overlay file is new: it must not shadow a file of the pinned release. Without the wheel, the
+    upstream files known here are the pin's ``[files]``; ``pinforms.check_pin`` checks the whole wheel.
+    """
+    for rel in repo.overlay:
+        if not rel.startswith(TORCH_PREFIX):
+            raise ViewReplayError(f"{repo.root / OVERLAY_DIR / rel}: overlay files must live under {TORCH_PREFIX}")
+    shadowing = sorted(repo.overlay_files & repo.pin.files.keys())
+    if shadowing:
+        raise ViewReplayError(
+            f"{repo.pin.path}: pins {', '.join(shadowing)} as upstream file(s), but the overlay has them (the "
+            "series creates them, or torch_overlay/ holds them): an overlay file must be new; a hook changes an "
+            "upstream file"
+        )

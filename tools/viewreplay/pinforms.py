@@ -7,12 +7,12 @@ file at a time: no section where ``patches/NAME``'s section gives the commit's c
 (``git apply``, which allows the hunks to have moved) or cut to one line of context
 (``pin.OWN_FIT``: only the context drifted between the releases); ``pin.OWN_UNCHANGED`` where the
 commit leaves a file alone that ``patches/NAME`` changes; else the commit's own section. The
-overlay and the tests are never a pin's own: a commit whose overlay or test sections differ from
-``patches/NAME``'s is refused.
+overlay (every file the series creates under ``torch/``, ``pin.series_overlay``) and the tests are
+never a pin's own: a commit whose overlay or test sections differ from ``patches/NAME``'s is refused.
 
-:func:`check_pin` checks a pin without a checkout, on its pinned wheel's files: the composed series
-applies, and each own form is what :func:`own_form` would write for the trees it builds (none
-stale or redundant).
+:func:`check_pin` checks a pin without a checkout, on its pinned wheel's files: no overlay file is a
+file of the wheel, the composed series applies, and each own form is what :func:`own_form` would
+write for the trees it builds (none stale or redundant).
 """
 
 from __future__ import annotations
@@ -21,26 +21,23 @@ import os
 import subprocess
 import tempfile
 import zipfile
+from collections.abc import Collection
 from pathlib import Path
 
 from viewreplay import ViewReplayError
 from viewreplay.pin import (
-    OVERLAY_PACKAGE,
     OWN_FIT,
     OWN_UNCHANGED,
     Pin,
     Repo,
     fit_section,
+    is_upstream_file,
+    overlay_additions,
     patch_message,
     series_names,
     sha256_bytes,
     split_patch,
 )
-
-
-def is_hook(path: str) -> bool:
-    """Whether a section's path is an upstream file (not the overlay package, not a test)."""
-    return path.startswith("torch/") and not path.startswith(OVERLAY_PACKAGE)
 
 
 def apply_patch_text(contents: dict[str, bytes | None], text: str) -> dict[str, bytes | None] | None:
@@ -71,23 +68,32 @@ def _gives(section: str, rel: str, before: bytes | None, after: bytes | None) ->
 
 
 def own_form(
-    name: str, shared_text: str, commit_text: str, before: dict[str, bytes | None], after: dict[str, bytes | None]
+    name: str,
+    shared_text: str,
+    commit_text: str,
+    before: dict[str, bytes | None],
+    after: dict[str, bytes | None],
+    *,
+    overlay: Collection[str],
 ) -> str | None:
     """The own form of ``patches/NAME`` for a commit (module docstring); None where it needs none.
 
     ``commit_text`` is the commit's format-patch; ``before`` and ``after`` hold the content of every
-    upstream file either patch changes, at the commit's parent and at the commit.
+    upstream file either patch changes, at the commit's parent and at the commit. ``overlay`` is the
+    series' overlay files; a file either text creates is one too.
     """
     shared_head, shared = split_patch(shared_text)
     commit_head, commit = split_patch(commit_text)
-    differing = sorted(p for p in shared.keys() | commit.keys() if not is_hook(p) and shared.get(p) != commit.get(p))
+    overlay = {*overlay, *overlay_additions(shared_text), *overlay_additions(commit_text)}
+    differing = sorted(p for p in shared.keys() | commit.keys()
+                       if not is_upstream_file(p, overlay) and shared.get(p) != commit.get(p))
     if differing:
         raise ViewReplayError(
             f"{name}: the commit's overlay or test sections differ from patches/{name}'s ({', '.join(differing)}); "
             "the overlay and the tests are shared by every pin: change them in a checkout of the newest pin"
         )
     sections = []
-    for rel in sorted(p for p in shared.keys() | commit.keys() if is_hook(p)):
+    for rel in sorted(p for p in shared.keys() | commit.keys() if is_upstream_file(p, overlay)):
         if shared.get(rel) == commit.get(rel):
             continue
         marker = None
@@ -104,9 +110,10 @@ def own_form(
     return (head + "".join(sections)) or None
 
 
-def hook_paths(*texts: str) -> list[str]:
-    """The upstream files the patch texts change."""
-    return sorted({rel for text in texts for rel in split_patch(text)[1] if is_hook(rel)})
+def hook_paths(*texts: str, overlay: Collection[str]) -> list[str]:
+    """The upstream files the patch texts change (``overlay``: the series' overlay files)."""
+    overlay = {*overlay, *(rel for text in texts for rel in overlay_additions(text))}
+    return sorted({rel for text in texts for rel in split_patch(text)[1] if is_upstream_file(rel, overlay)})
 
 
 def pinned_files(pin: Pin, wheel: Path, paths: list[str]) -> dict[str, bytes | None]:
@@ -122,16 +129,26 @@ def pinned_files(pin: Pin, wheel: Path, paths: list[str]) -> dict[str, bytes | N
     return files
 
 
+def shadowed_files(repo: Repo, wheel: Path) -> list[str]:
+    """The overlay files (the series creates them, or ``torch_overlay/`` holds them) that the pin's wheel has."""
+    with zipfile.ZipFile(wheel) as archive:
+        members = set(archive.namelist())
+    return sorted(repo.overlay_files & members)
+
+
 def check_pin(repo: Repo, wheel: Path) -> list[str]:
     """What is wrong with ``repo``'s pin, on its wheel's files ('' list: nothing): see the module docstring."""
-    problems = []
+    problems = [f"{rel}: an overlay file, but {wheel.name} has it (an overlay file must be new; a hook changes an "
+                "upstream file)" for rel in shadowed_files(repo, wheel)]
     names = series_names(repo.root)
     own_dir = repo.pin.patch_dir
-    shared_hooks = hook_paths(*((repo.root / "patches" / name).read_text(encoding="utf-8") for name in names))
+    overlay = repo.overlay_paths
+    shared_hooks = hook_paths(*((repo.root / "patches" / name).read_text(encoding="utf-8") for name in names),
+                              overlay=overlay)
     contents = pinned_files(repo.pin, wheel, sorted(set(repo.touched_files) | set(shared_hooks)))
     for name, patch in zip(names, repo.patches, strict=True):
         text = patch.read_text(encoding="utf-8")
-        hooks = hook_paths(text)
+        hooks = hook_paths(text, overlay=overlay)
         before = {rel: contents[rel] for rel in hooks}
         after = apply_patch_text(before, text)
         shown = (own_dir / name).relative_to(repo.root) if (own_dir / name).is_file() else f"patches/{name}"
@@ -145,9 +162,10 @@ def check_pin(repo: Repo, wheel: Path) -> list[str]:
         if repo.pin.newest:
             continue
         shared_text = (repo.root / "patches" / name).read_text(encoding="utf-8")
-        paths = hook_paths(text, shared_text)
+        paths = hook_paths(text, shared_text, overlay=overlay)
         before = {rel: before.get(rel, contents.get(rel)) for rel in paths}
-        expected = own_form(name, shared_text, text, before, {rel: contents.get(rel) for rel in paths})
+        expected = own_form(name, shared_text, text, before, {rel: contents.get(rel) for rel in paths},
+                            overlay=overlay)
         current = (own_dir / name).read_text(encoding="utf-8") if (own_dir / name).is_file() else None
         if expected != current:
             what = "is not needed" if expected is None else "carries more than differs on the pin"
@@ -158,4 +176,4 @@ def check_pin(repo: Repo, wheel: Path) -> list[str]:
     return problems
 
 
-__all__ = ["apply_patch_text", "check_pin", "hook_paths", "is_hook", "own_form", "pinned_files"]
+__all__ = ["apply_patch_text", "check_pin", "hook_paths", "own_form", "pinned_files", "shadowed_files"]

@@ -200,9 +200,10 @@ def lint_problems(worktree: Path, files: list[str]) -> list[str]:
     return problems
 
 
-def _commit_problems(worktree: Path, pr: PullRequest, overlay: set[str]) -> list[str]:
+def _commit_problems(worktree: Path, pr: PullRequest, repo: Repo) -> list[str]:
     """What keeps this commit from standing alone: imports of later modules, lint findings."""
-    sections = patch_sections(pr.patch)
+    sections = patch_sections(pr.patch, overlay=repo.overlay_paths)
+    overlay = set(repo.overlay)
     present = [rel for rel in sorted(overlay) if (worktree / rel).is_file()]
     problems = check_imports(worktree, sections.hooks + present, overlay)
     changed = [rel for rel in sections.overlay + sections.tests if (worktree / rel).is_file()]
@@ -212,7 +213,6 @@ def _commit_problems(worktree: Path, pr: PullRequest, overlay: set[str]) -> list
 def _stage_commits(repo: Repo, worktree: Path, identity: Identity) -> list[str]:
     """Apply one commit per PR in ``worktree`` (detached at the tag); return the test patches left out."""
     left_out: list[str] = []
-    overlay = set(repo.overlay)
     for pr in load_prs(repo):
         try:
             git(worktree, "am", "-q", "--keep-non-patch", "--committer-date-is-author-date", str(pr.patch),
@@ -226,7 +226,7 @@ def _stage_commits(repo: Repo, worktree: Path, identity: Identity) -> list[str]:
                 git(worktree, "commit", "-q", "--amend", "--no-edit", "--no-verify", identity=identity)
             else:
                 left_out.append(f"{pr.name}: {reason}")
-        problems = _commit_problems(worktree, pr, overlay)
+        problems = _commit_problems(worktree, pr, repo)
         if problems:
             raise ViewReplayError(
                 f"{pr.patch.name}: the commit does not stand on its own (move the code it needs into it, "

@@ -1,9 +1,10 @@
 """The tip-equality check: ``torch_overlay/`` and ``upstream/test/`` are the series' tip.
 
-The series patches carry each PR's overlay growth and tests (``pin.patch_sections``); the
-repository also keeps their tip as plain files, which the wheel build installs and pytest
-imports. :func:`series_tip` builds that tip from the patches alone (``git apply`` of their
-overlay and test sections onto an empty directory, in series order) and :func:`check_tip`
+The series patches carry each PR's overlay growth and tests (``pin.patch_sections``; the overlay is
+every file the series creates under ``torch/``, wherever it lives); the repository also keeps
+their tip as plain files, which the wheel build installs and pytest imports. :func:`series_tip`
+builds that tip from the patches alone (``git apply`` of their overlay and test sections onto an
+empty directory, in series order) and :func:`check_tip`
 refuses a repository whose files differ from it, naming each path. ``export`` writes both from
 one checkout, so the check only fails after a hand edit of one side: edit in a
 ``checkout-series`` checkout and export (CONTRIBUTING.md).
@@ -17,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from viewreplay import ViewReplayError
-from viewreplay.pin import OVERLAY_DIR, OVERLAY_PACKAGE, TEST_PREFIX, UPSTREAM_TEST_DIR, Repo
+from viewreplay.pin import OVERLAY_DIR, TEST_PREFIX, UPSTREAM_TEST_DIR, Repo, series_overlay
 
 
 def series_tip(patches: list[Path]) -> dict[str, bytes]:
@@ -25,7 +26,8 @@ def series_tip(patches: list[Path]) -> dict[str, bytes]:
     with tempfile.TemporaryDirectory(prefix="viewreplay-tip-") as tmp:
         stage = Path(tmp)
         env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(stage.parent)}
-        includes = [f"--include={OVERLAY_PACKAGE}*", f"--include={TEST_PREFIX}*"]
+        overlay = sorted(series_overlay(patches))
+        includes = [*(f"--include={rel}" for rel in overlay), f"--include={TEST_PREFIX}*"]
         for patch in patches:
             command = ["git", "apply", "--whitespace=nowarn", *includes, str(patch.resolve())]
             result = subprocess.run(command, cwd=stage, env=env, check=False, capture_output=True, text=True)
@@ -52,10 +54,10 @@ def repository_tip(repo: Repo) -> dict[str, bytes]:
 def tip_differences(repo: Repo) -> list[str]:
     """Paths where the repository's files and the series' tip disagree ('' list: they agree)."""
     built, kept = series_tip(repo.patches), repository_tip(repo)
-    where = {True: f"{OVERLAY_DIR}/", False: f"{UPSTREAM_TEST_DIR}/"}
+    where = {True: f"{UPSTREAM_TEST_DIR}/", False: f"{OVERLAY_DIR}/"}
     problems = []
     for rel in sorted(built.keys() | kept.keys()):
-        shown = where[rel.startswith(OVERLAY_PACKAGE)] + rel
+        shown = where[rel.startswith(TEST_PREFIX)] + rel
         if rel not in kept:
             problems.append(f"{shown}: the series adds it, the repository lacks it")
         elif rel not in built:

@@ -110,9 +110,9 @@ class Assessment:
     Upstream files (the pin's ``[files]``): ``pristine`` (the pinned hash), ``patched`` (the current
     series' hooks on the pinned file: reverse-applying them gives the pinned hash), ``unexplained``
     (neither: hooks of another revision of the series, or a hand edit) or ``missing``. Overlay files
-    (every file of the tree under the overlay package, ``__pycache__`` aside, against the repository's
-    ``torch_overlay/``): ``identical``, ``different``, ``absent`` (the repository's, not in the tree)
-    and ``extra`` (the tree's, not the repository's).
+    (the tree's, :func:`tree_overlay`, against the repository's ``torch_overlay/``): ``identical``,
+    ``different``, ``absent`` (the repository's, not in the tree) and ``extra`` (the tree's, not the
+    repository's).
     """
 
     state: str
@@ -129,9 +129,14 @@ class Assessment:
     extra: list[str] = field(default_factory=list)
 
     @property
+    def overlay_in_tree(self) -> list[str]:
+        """The overlay files the tree holds, the repository's or not."""
+        return sorted(self.identical + self.different + self.extra)
+
+    @property
     def holds_overlay(self) -> bool:
-        """Whether the tree holds files of the overlay package (the series, of some revision, was applied)."""
-        return bool(self.identical or self.different or self.extra)
+        """Whether the tree holds overlay files (the series, of some revision, was applied)."""
+        return bool(self.overlay_in_tree)
 
     @property
     def stale_overlay(self) -> list[str]:
@@ -158,20 +163,43 @@ class Assessment:
 
 
 def _short(rel: str) -> str:
-    """An overlay path without the package prefix; an upstream path as it is."""
+    """A file of the view replay package by its path in the package (the shortest that names it); any other whole."""
     return rel.removeprefix(OVERLAY_PACKAGE)
 
 
-def _tree_overlay(tree: Tree) -> dict[str, Path]:
-    """The tree's files under the overlay package (``__pycache__`` and bytecode aside), by tree-relative path."""
-    base = tree.root / OVERLAY_PACKAGE
-    if not base.is_dir():
-        return {}
-    return {
-        path.relative_to(tree.root).as_posix(): path
-        for path in sorted(base.rglob("*"))
-        if not path.is_dir() and "__pycache__" not in path.parts and path.suffix != ".pyc"
-    }
+def added_packages(repo: Repo) -> list[str]:
+    """The packages the series adds (their ``__init__.py`` is an overlay file), as tree paths ending in ``/``.
+
+    The pinned release has no such directory, so every file in one is the series' own.
+    """
+    inits = (rel for rel in repo.overlay_files if rel.rpartition("/")[2] == "__init__.py")
+    return sorted({rel.removesuffix("__init__.py") for rel in inits})
+
+
+def _is_source(path: Path) -> bool:
+    """Whether a tree entry is a file that counts (not a directory, ``__pycache__`` or bytecode)."""
+    return (path.is_file() or path.is_symlink()) and "__pycache__" not in path.parts and path.suffix != ".pyc"
+
+
+def tree_overlay(repo: Repo, tree: Tree) -> dict[str, Path]:
+    """The tree's overlay files, by tree-relative path: each file the series creates, wherever it lives, and
+    every file of a package it adds (a module an earlier revision of the series had, too)."""
+    found = {rel: tree.root / rel for rel in repo.overlay_files if _is_source(tree.root / rel)}
+    for package in added_packages(repo):
+        base = tree.root / package
+        if base.is_dir():
+            found.update((path.relative_to(tree.root).as_posix(), path) for path in base.rglob("*") if _is_source(path))
+    return dict(sorted(found.items()))
+
+
+def _package_bytecode(repo: Repo, tree: Tree) -> list[Path]:
+    """The bytecode files in the packages the series adds (a revert removes these packages whole)."""
+    found: set[Path] = set()
+    for package in added_packages(repo):
+        base = tree.root / package
+        if base.is_dir():
+            found.update(path for path in base.rglob("*") if not path.is_dir() and not _is_source(path))
+    return sorted(found)
 
 
 def assess(repo: Repo, tree: Tree) -> Assessment:
@@ -210,7 +238,7 @@ def assess(repo: Repo, tree: Tree) -> Assessment:
                 "and is not explained by the patch series"
             )
 
-    in_tree = _tree_overlay(tree)
+    in_tree = tree_overlay(repo, tree)
     for rel, data in repo.overlay.items():
         path = in_tree.get(rel)
         if path is None:
@@ -299,13 +327,14 @@ def plan_change(repo: Repo, tree: Tree, *, revert: bool, wheel: WheelSource | No
 
 
 def _plan_revert(repo: Repo, tree: Tree, assessment: Assessment, wheel: WheelSource | None) -> Plan:
-    """Every pinned file back to its pinned hash, every file of the overlay package removed, or one line why not.
+    """Every pinned file back to its pinned hash, every overlay file removed, or one line why not.
 
     A file the current series' hooks explain is reverse-patched; any other changed (or missing) pinned file is
-    taken from the pinned wheel (its hash checked), but only in a tree that holds the overlay package: the
+    taken from the pinned wheel (its hash checked), but only in a tree that holds overlay files: the
     evidence that the series, of some revision, was applied to it (not a stock tree edited by hand).
-    The overlay package is the series' own (the pinned release has no such files), so every file of it
-    in the tree goes, whether or not it is the repository's.
+    The overlay files are the series' own (the pinned release has none of them), so every one in the
+    tree (:func:`tree_overlay`) goes, whether or not it is the repository's, and so does the bytecode
+    in a package the series adds.
     """
 
     def refuse(reason: str) -> ViewReplayError:
@@ -336,9 +365,7 @@ def _plan_revert(repo: Repo, tree: Tree, assessment: Assessment, wheel: WheelSou
                     raise refuse(f"{source}: its {rel} does not have the pinned sha256")
                 plan.writes[tree.root / rel] = data
                 plan.from_wheel.append(rel)
-    package = tree.root / OVERLAY_PACKAGE
-    if package.is_dir():
-        plan.deletes = sorted(path for path in package.rglob("*") if not path.is_dir())
+    plan.deletes = [tree.root / rel for rel in assessment.overlay_in_tree] + _package_bytecode(repo, tree)
     return plan
 
 
@@ -408,12 +435,13 @@ def _remove_stale_bytecode(sources: Sequence[Path]) -> None:
 
 
 def _remove_empty_overlay_dirs(repo: Repo, tree: Tree) -> None:
-    """After a revert, remove the overlay package's directories left empty (deepest first)."""
-    dirs = {tree.root / parent for rel in repo.overlay for parent in Path(rel).parents if parent != Path(".")}
-    package = tree.root / OVERLAY_PACKAGE
-    if package.is_dir():
-        dirs.add(package)
-        dirs.update(path for path in package.rglob("*") if path.is_dir())
+    """After a revert, remove the overlay's directories left empty (deepest first): those of the overlay
+    files, and every directory of a package the series adds."""
+    dirs = {tree.root / parent for rel in repo.overlay_files for parent in Path(rel).parents if parent != Path(".")}
+    for package in added_packages(repo):
+        base = tree.root / package
+        if base.is_dir():
+            dirs.update(path for path in base.rglob("*") if path.is_dir())
     for directory in sorted(dirs, key=lambda d: len(d.parts), reverse=True):
         cache = directory / "__pycache__"
         if cache.is_dir() and not any(cache.iterdir()):
