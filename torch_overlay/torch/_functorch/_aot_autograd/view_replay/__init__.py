@@ -25,27 +25,18 @@ from . import config
 from .autograd_chain import custom_function_in_view_chain
 from .call import RegenerationCall
 from .fallback import FallbackReason, ViewReplayFallbackError
+from .fixups import ReturnFixups, SavedTensorFixups
+from .fresh_views import may_return_as_views
+from .grad_free_views import regenerate_without_grad
 from .data_views import DataViewError, regenerates_saved_data_view
-from .fresh_bases import copy_input_bases, regeneration_bases
-from .fresh_views import detach_returned_views, may_return_as_views
 from .foreach_versions import bump_foreach_versions, ModifiedNoGradViewError, traced_output_grad_fn
-from .function_views import FunctionViews
-from .grad_free_views import distinct_grad_free_bases, regenerate_without_grad
 from .multi_output import hide_input_multi_output_aliasing, hide_intermediate_alias
+from .merged_inputs import merged_input_view, MergedInputs, overlapping_input_offsets
 from .mutation_tangents import sole_mutation_tangent
-from .merged_inputs import (
-    check_merged_input_layouts,
-    merged_input_layouts,
-    merged_input_view,
-    MergedInputAlias,
-    MergedInputLayout,
-    overlapping_input_offsets,
-    regenerate_merged_input_aliases,
-)
 from .plan import (
-    defer_merged_input_aliases,
     MixedGradModeViewError,
     output_alias_info_runtime_safe,
+    plan_merged_inputs,
     plan_function_views,
     plan_view_replay,
     remap_view_replay_inputs,
@@ -58,37 +49,33 @@ from .replay import (
     regenerate_alias,
     Regenerator,
 )
-from .saved_input_versions import SavedInputAlias, saved_input_aliases, share_input_version_counters
-from .saved_tensors import saves_on_returned_storages, share_returned_version_counters
+from .saved_input_versions import SavedInputAlias, saved_input_aliases
+from .saved_tensors import saves_on_returned_storages
 from .scope import GraphScope
 from .spec import FunctionViewBase, SymbolOutput, ViewReplay
 from .subclass import aliased_storage, with_dense_input_mutations, with_dense_intermediate_bases
 from .symbol_outputs import symbol_output_slice, with_symbol_outputs
-from .version_witnesses import eager_saved_returns, input_nodes, version_witnesses
+from .version_witnesses import eager_saved_returns, input_nodes
 
 
 __all__ = [
     "aliased_storage",
     "bump_foreach_versions",
-    "check_merged_input_layouts",
     "FallbackReason",
     "FunctionViewBase",
-    "FunctionViews",
     "GraphScope",
     "MixedGradModeViewError",
     "ModifiedNoGradViewError",
     "RegenerationCall",
+    "ReturnFixups",
+    "SavedTensorFixups",
     "Regenerator",
     "SymbolOutput",
     "ViewReplay",
     "ViewReplayFallbackError",
     "config",
-    "copy_input_bases",
     "custom_function_in_view_chain",
     "DataViewError",
-    "defer_merged_input_aliases",
-    "detach_returned_views",
-    "distinct_grad_free_bases",
     "eager_saved_returns",
     "hide_input_multi_output_aliasing",
     "hide_intermediate_alias",
@@ -96,31 +83,25 @@ __all__ = [
     "inputs_read_by_replay",
     "make_regenerator",
     "may_return_as_views",
-    "merged_input_layouts",
     "merged_input_view",
-    "MergedInputAlias",
-    "MergedInputLayout",
+    "MergedInputs",
     "output_alias_info_runtime_safe",
     "overlapping_input_offsets",
+    "plan_merged_inputs",
     "plan_function_views",
     "plan_view_replay",
     "regenerate_alias",
-    "regenerate_merged_input_aliases",
     "regenerate_without_grad",
     "regenerates_saved_data_view",
-    "regeneration_bases",
     "remap_view_replay_inputs",
     "returns_function_view_base",
     "saves_function_view_base",
     "SavedInputAlias",
     "saved_input_aliases",
-    "share_input_version_counters",
     "saves_on_returned_storages",
-    "share_returned_version_counters",
     "sole_mutation_tangent",
     "symbol_output_slice",
     "traced_output_grad_fn",
-    "version_witnesses",
     "with_dense_input_mutations",
     "with_dense_intermediate_bases",
     "with_symbol_outputs",

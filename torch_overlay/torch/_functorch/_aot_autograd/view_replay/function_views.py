@@ -79,6 +79,9 @@ class FunctionViews:
             if info.function_view_base is not None
         )
 
+    def __bool__(self) -> bool:
+        return bool(self._views)
+
     def regenerate(self, args: Sequence[Any], raw_returns: list[Any]) -> None:
         """Runtime hook: replace, in ``raw_returns``, each custom-Function view by its view
         replayed off its base, read from the forward's ``args`` or returns."""

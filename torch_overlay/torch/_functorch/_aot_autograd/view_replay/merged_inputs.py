@@ -20,11 +20,11 @@ and ``b[1:].t()`` raises (or, in this queue before this fix, fell back).
 
 Eager returns a view of ``b`` itself, so the output is regenerated where ``b``
 is still at hand: in the synthetic-base wrapper, after the compiled function
-has written the mutation back. At compile time :func:`~plan.defer_merged_input_aliases`
+has written the mutation back. At compile time :func:`~plan.plan_merged_inputs`
 keeps the output's metadata from before the merge (the chain relative to
 ``b``, the outer input indices its plan reads) and gives the inner metadata
 the pass-through route :class:`~spec.RegeneratedOutside`; at runtime
-:func:`regenerate_merged_input_aliases` replays the chain off ``b``, checked on
+:meth:`MergedInputs.wrap` replays the chain off ``b``, checked on
 its size (the graph's output views the synthetic base's new value, not ``b``).
 An output that is ``b`` itself is ``b``. A fallback of such an output is an
 as_strided() of the synthetic base, which the graph's output views: never of
@@ -50,7 +50,7 @@ starts elsewhere in the base reuses the graph, and the mutation and the
 outputs silently land on the elements of the traced offset (upstream too).
 :func:`merged_input_layouts` records each merged input's traced offset (with
 dynamic shapes, the value of its symbol: no input of the graph carries it),
-and :func:`check_merged_input_layouts` compares every call's merged inputs
+and :meth:`MergedInputs.wrap` compares every call's merged inputs
 with them before the graph runs: a call that differs raises, naming the
 argument, rather than computing on the wrong elements. Where duck sizing made
 an offset one of the inputs' size or stride symbols (``x[1:]`` of an ``(n,
@@ -138,13 +138,13 @@ def _outer_regenerator(alias: MergedInputAlias) -> Regenerator | None:
     return None if alias.is_input else make_regenerator(alias.info, _MergedInputRegenerator)
 
 
-def regenerate_merged_input_aliases(
+def _regenerate_aliases(
     fn: Callable[[list[Any]], Any],
     aliases: tuple[MergedInputAlias, ...],
     mark_dynamic: Callable[[Tensor, Any], None],
 ) -> Callable[[list[Any]], Any]:
-    """Runtime hook (AOTSyntheticBaseWrapper.post_compile): the boxed ``fn`` (it clears its
-    arguments), then each of ``aliases`` regenerated off its outer input."""
+    """The boxed ``fn`` (it clears its arguments), then each of ``aliases`` regenerated off its
+    outer input."""
     if not aliases:
         return fn
     steps = [(a.output_index, a.info.base_idx, _outer_regenerator(a), a.info.dynamic_dims) for a in aliases]
@@ -192,8 +192,7 @@ def _offset_bound_by_sizes(offset: int | torch.SymInt, views: Sequence[Tensor]) 
 
 
 def merged_input_layouts(synthetic_base_info: list[Any]) -> tuple[MergedInputLayout, ...]:
-    """Compile-time hook (AOTSyntheticBaseWrapper.pre_compile): the storage offset every merged
-    input had when the graph was traced, where the graph rebuilds it at that value: a constant,
+    """Compile-time: the storage offset every merged input had when the graph was traced, where the graph rebuilds it at that value: a constant,
     or a symbol that no size or stride of the merged inputs carries."""
     views = [entry[1] for entry in synthetic_base_info if not isinstance(entry, int)]
     return tuple(
@@ -213,11 +212,11 @@ def _layout_error(layout: MergedInputLayout, x: Tensor) -> RuntimeError:
     )
 
 
-def check_merged_input_layouts(
+def _check_layouts(
     fn: Callable[[list[Any]], Any], layouts: tuple[MergedInputLayout, ...]
 ) -> Callable[[list[Any]], Any]:
-    """Runtime hook (AOTSyntheticBaseWrapper.post_compile): the boxed ``fn``, called once every
-    merged input starts where the graph assumes; raises otherwise."""
+    """The boxed ``fn``, called once every merged input starts where the graph assumes; raises
+    otherwise."""
     if not layouts:
         return fn
 
@@ -229,6 +228,25 @@ def check_merged_input_layouts(
 
     merged_input_layouts_checked._boxed_call = True  # type: ignore[attr-defined]
     return merged_input_layouts_checked
+
+
+@dataclasses.dataclass(frozen=True)
+class MergedInputs:
+    """What AOTSyntheticBaseWrapper does, at runtime, for the inputs it merged into synthetic
+    bases: planned once at compile time (plan.plan_merged_inputs), kept in the wrapper (and
+    with it in the AOTAutograd cache)."""
+
+    # The user outputs regenerated off the merged input they alias, after the call (Note
+    # [Outputs aliasing inputs merged into a synthetic base]).
+    aliases: tuple[MergedInputAlias, ...] = ()
+    # The merged inputs each call must pass at their traced storage offsets, checked before
+    # the call (Note [Layouts of inputs merged into a synthetic base]).
+    layouts: tuple[MergedInputLayout, ...] = ()
+
+    def wrap(self, fn: Callable[[list[Any]], Any], mark_dynamic: Callable[[Tensor, Any], None]) -> Callable[[list[Any]], Any]:
+        """Runtime hook (AOTSyntheticBaseWrapper.post_compile): the boxed ``fn`` with this
+        plan's work around it; ``fn`` itself where there is none."""
+        return _check_layouts(_regenerate_aliases(fn, self.aliases, mark_dynamic), self.layouts)
 
 
 def _storage_key(x: Any) -> StorageWeakRef | None:

@@ -48,7 +48,7 @@ from .autograd_chain import mixed_no_grad_steps, taken_under_no_grad
 from .builder import PlanBuilder
 from .data_views import data_position, with_data_step
 from .fallback import FallbackReason
-from .merged_inputs import MergedInputAlias
+from .merged_inputs import merged_input_layouts, MergedInputAlias, MergedInputs
 from .multi_output import is_multi_output_view_meta, MULTI_OUTPUT_VIEW_OPS, OP_ARGS_START, OUT_INDEX_POSITION
 from .render import UnrenderableArgument
 from .replay import default_view_replay
@@ -364,8 +364,17 @@ def _remapped(binding: SymbolBinding, mapping: dict[int, int | None]) -> SymbolB
     return dataclasses.replace(binding, locator=dataclasses.replace(locator, index=mapping[locator.index]))
 
 
-def defer_merged_input_aliases(outer: Any, inner: Any, synthetic_base_info: Sequence[Any]) -> tuple[MergedInputAlias, ...]:
-    """Compile-time hook (AOTSyntheticBaseWrapper.pre_compile): the outputs of ``outer`` (the
+def plan_merged_inputs(outer: Any, inner: Any, synthetic_base_info: Sequence[Any]) -> MergedInputs:
+    """Compile-time hook (AOTSyntheticBaseWrapper.pre_compile): what the synthetic-base wrapper
+    does at runtime for the inputs merged into synthetic bases."""
+    return MergedInputs(
+        aliases=_defer_merged_input_aliases(outer, inner, synthetic_base_info),
+        layouts=merged_input_layouts(synthetic_base_info),
+    )
+
+
+def _defer_merged_input_aliases(outer: Any, inner: Any, synthetic_base_info: Sequence[Any]) -> tuple[MergedInputAlias, ...]:
+    """The outputs of ``outer`` (the
     metadata before inputs were merged into synthetic bases) that alias or are a merged input
     and are replayed, which the synthetic-base wrapper regenerates off that input (Note
     [Outputs aliasing inputs merged into a synthetic base] in merged_inputs.py). Their entries
