@@ -198,7 +198,7 @@ def outcome(fn: Callable[..., Any], make_inputs: Inputs) -> tuple[str, Any]:
 
 
 def _refusal_type() -> type[Exception]:
-    from torch._functorch._aot_autograd.view_replay import ModifiedNoGradViewError
+    from torch._functorch._aot_autograd.foreach_versions import ModifiedNoGradViewError
 
     return ModifiedNoGradViewError
 

@@ -2,7 +2,7 @@
 """
 Tests that the tensors an in-place foreach op writes while AOTAutograd traces
 get eager's version bumps (Note [Version counters of in-place foreach ops] in
-view_replay/foreach_versions.py): views changed with grad mode on are rebased
+_aot_autograd/foreach_versions.py): views changed with grad mode on are rebased
 as in eager, a saved tensor changed after it was saved raises as in eager
 (at compile time, as for add_), and an output that is a view taken under
 no_grad and changed in place after it was taken, which eager refuses to
@@ -12,7 +12,7 @@ differentiate, is refused at compile time instead of coming back fresh.
 import torch
 import torch._dynamo
 from torch._dynamo.exc import BackendCompilerFailed
-from torch._functorch._aot_autograd.view_replay import ModifiedNoGradViewError
+from torch._functorch._aot_autograd.foreach_versions import ModifiedNoGradViewError
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 from torch.testing._internal.common_utils import (
     instantiate_parametrized_tests,

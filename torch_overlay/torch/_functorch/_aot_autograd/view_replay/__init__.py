@@ -12,7 +12,11 @@ AsStridedBackward0, which is slow and unsupported by some tensor subclasses.
 
 This package owns that regeneration (it is installed into torch by the
 view-replay patch series), with one as_strided() fallback point (fallback.py,
-Note [View replay fallback]).
+Note [View replay fallback]). Fixes of AOTAutograd that need no view replay
+are modules of their own beside it, not part of this package. It also owns
+the fixups the runtime wrapper makes to what a compiled forward returns and
+saves, so that its regenerated outputs are eager's (fixups.py, Note [Runtime
+fixups]).
 Each module says its phase in its docstring ("Layering: ..."): the data every
 phase shares (spec.py), planning at compile time, and the runtime; imports
 point from planning to the runtime and the data, never back.
@@ -29,10 +33,8 @@ from .fixups import ReturnFixups, SavedTensorFixups
 from .fresh_views import may_return_as_views
 from .grad_free_views import regenerate_without_grad
 from .data_views import DataViewError, regenerates_saved_data_view
-from .foreach_versions import bump_foreach_versions, ModifiedNoGradViewError, traced_output_grad_fn
 from .multi_output import hide_input_multi_output_aliasing, hide_intermediate_alias
 from .merged_inputs import merged_input_view, MergedInputs, overlapping_input_offsets
-from .mutation_tangents import sole_mutation_tangent
 from .plan import (
     MixedGradModeViewError,
     output_alias_info_runtime_safe,
@@ -49,23 +51,20 @@ from .replay import (
     regenerate_alias,
     Regenerator,
 )
-from .saved_input_versions import SavedInputAlias, saved_input_aliases
 from .saved_tensors import saves_on_returned_storages
 from .scope import GraphScope
 from .spec import FunctionViewBase, SymbolOutput, ViewReplay
-from .subclass import aliased_storage, with_dense_input_mutations, with_dense_intermediate_bases
+from .subclass import aliased_storage, with_dense_intermediate_bases
 from .symbol_outputs import symbol_output_slice, with_symbol_outputs
 from .version_witnesses import eager_saved_returns, input_nodes
 
 
 __all__ = [
     "aliased_storage",
-    "bump_foreach_versions",
     "FallbackReason",
     "FunctionViewBase",
     "GraphScope",
     "MixedGradModeViewError",
-    "ModifiedNoGradViewError",
     "RegenerationCall",
     "ReturnFixups",
     "SavedTensorFixups",
@@ -96,13 +95,8 @@ __all__ = [
     "remap_view_replay_inputs",
     "returns_function_view_base",
     "saves_function_view_base",
-    "SavedInputAlias",
-    "saved_input_aliases",
     "saves_on_returned_storages",
-    "sole_mutation_tangent",
     "symbol_output_slice",
-    "traced_output_grad_fn",
-    "with_dense_input_mutations",
     "with_dense_intermediate_bases",
     "with_symbol_outputs",
 ]

@@ -28,11 +28,11 @@ from typing import Any, cast
 
 from torch import Tensor
 
+from ..saved_input_versions import share_input_version_counters
 from .fresh_bases import copy_input_bases, regeneration_bases
 from .fresh_views import detach_returned_views
 from .function_views import FunctionViews
 from .grad_free_views import distinct_grad_free_bases
-from .saved_input_versions import share_input_version_counters
 from .saved_tensors import share_returned_version_counters
 from .version_witnesses import version_witnesses
 
