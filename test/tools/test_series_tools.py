@@ -290,7 +290,8 @@ def test_stage_upstream_applies_with_git_am(
     width = len(str(len(patches)))  # format-patch pads the number: [PATCH 01/10]
     assert all(f"[PATCH {i:0{width}d}/{len(patches)}]" in t for i, t in enumerate(texts, 1))
     assert all(f"\n{field}" in t.split("\n---\n", 1)[0] for t in texts for field in MESSAGE_FIELDS)
-    assert "55.8 ms" in texts[0]
+    fallback_point = next(i for i, p in enumerate(repo.patches) if p.name.endswith("-fallback-point.patch"))
+    assert "55.8 ms" in texts[fallback_point]
 
     fresh = clone(pristine_checkout, tmp_path)
     git(fresh, "am", "-q", "--keep-non-patch", *map(str, patches))
@@ -435,7 +436,8 @@ def test_rebase_check_names_failing_hunks(
     assert run_cli("rebase-check", *REAL_REPO, "--checkout", new) == 1
     out = capsys.readouterr().out
     assert "against torch 2.14.0" in out
-    first = load_repo(REPO_ROOT, TOOLS_PIN).patches[0].name
+    repo = load_repo(REPO_ROOT, TOOLS_PIN)
+    first = next(p.name for p in repo.patches if "torch/_logging/_registrations.py" in repo.targets[p])
     assert re.search(rf"{re.escape(first)}: 1 of \d+ hunk\(s\) FAIL", out)
     assert "torch/_logging/_registrations.py hunk #1 @@" in out
     assert "custom_format_test_artifact" in out  # the expected line that is gone
@@ -475,7 +477,8 @@ def test_rebase_check_tells_cascades_from_real_failures(
     out = capsys.readouterr().out
     assert f"{first.name}: 1 of " in out and "lines it expects are gone" in out
     assert f"cascade: its context is lines that {first.name} adds in a rejected hunk" in out
-    assert "1 need work" in out and "fail only on earlier rejected hunks' lines (cascades)" in out
+    # (the change may break another patch's hunk nearby too: only the cascade's count is fixed)
+    assert re.search(r"\d+ need work, 1 fail only on earlier rejected hunks' lines \(cascades\)", out)
 
 
 def test_checkout_series_names_the_pin_in_its_hint_and_removes_a_failed_checkout(
